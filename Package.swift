@@ -1,0 +1,51 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "sandboxed-run",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "sandboxed-run", targets: ["sandboxed-run"]),
+        .library(name: "Sandbox", targets: ["Sandbox"]),
+        .library(name: "Grants", targets: ["Grants"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
+    ],
+    targets: [
+        // Raw syscalls, copied kernel structs and the post-fork child.
+        .target(name: "CSandbox"),
+        .systemLibrary(name: "CSeccomp", pkgConfig: "libseccomp", providers: [.apt(["libseccomp-dev"])]),
+        .systemLibrary(name: "CCap", pkgConfig: "libcap", providers: [.apt(["libcap-dev"])]),
+        // The shipped policy files, embedded so the default needs no file at run time.
+        .target(
+            name: "Policies",
+            path: "Policies",
+            exclude: ["README.md"],
+            resources: [
+                .embedInCode("writer.plist"),
+                .embedInCode("read-only.plist"),
+                .embedInCode("networked.plist"),
+            ]
+        ),
+        .target(
+            name: "Sandbox",
+            dependencies: [
+                "CSandbox", "CSeccomp", "CCap", "Policies",
+                .product(name: "SystemPackage", package: "swift-system"),
+            ]
+        ),
+        .target(name: "Grants", dependencies: ["Sandbox"]),
+        .executableTarget(
+            name: "sandboxed-run",
+            dependencies: [
+                "Sandbox", "Grants",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        .testTarget(name: "SandboxTests", dependencies: ["Sandbox", "CSandbox"]),
+        .testTarget(name: "CLITests", dependencies: ["sandboxed-run"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

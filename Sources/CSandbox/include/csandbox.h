@@ -1,0 +1,159 @@
+// C shim for what Swift cannot reach: raw and variadic syscalls, kernel
+// structs newer than Debian's headers, and the code between fork and exec.
+// Every function returns -1 and sets errno on failure, like libc.
+#ifndef CSANDBOX_H
+#define CSANDBOX_H
+
+#include <stdint.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+// MARK: Landlock (copied from linux/landlock.h, ABI 7; Debian's stops at ABI 2)
+
+struct csb_landlock_ruleset_attr {
+    uint64_t handled_access_fs;
+    uint64_t handled_access_net;  // ABI 4
+    uint64_t scoped;              // ABI 6
+};
+
+static const uint64_t CSB_LANDLOCK_ACCESS_FS_EXECUTE = 1ULL << 0;
+static const uint64_t CSB_LANDLOCK_ACCESS_FS_WRITE_FILE = 1ULL << 1;
+static const uint64_t CSB_LANDLOCK_ACCESS_FS_READ_FILE = 1ULL << 2;
+static const uint64_t CSB_LANDLOCK_ACCESS_FS_READ_DIR = 1ULL << 3;
+static const uint64_t CSB_LANDLOCK_ACCESS_FS_REMOVE_DIR = 1ULL << 4;
+static const uint64_t CSB_LANDLOCK_ACCESS_FS_REMOVE_FILE = 1ULL << 5;
+static const uint64_t CSB_LANDLOCK_ACCESS_FS_MAKE_CHAR = 1ULL << 6;
+static const uint64_t CSB_LANDLOCK_ACCESS_FS_MAKE_DIR = 1ULL << 7;
+static const uint64_t CSB_LANDLOCK_ACCESS_FS_MAKE_REG = 1ULL << 8;
+static const uint64_t CSB_LANDLOCK_ACCESS_FS_MAKE_SOCK = 1ULL << 9;
+static const uint64_t CSB_LANDLOCK_ACCESS_FS_MAKE_FIFO = 1ULL << 10;
+static const uint64_t CSB_LANDLOCK_ACCESS_FS_MAKE_BLOCK = 1ULL << 11;
+static const uint64_t CSB_LANDLOCK_ACCESS_FS_MAKE_SYM = 1ULL << 12;
+static const uint64_t CSB_LANDLOCK_ACCESS_FS_REFER = 1ULL << 13;      // ABI 2
+static const uint64_t CSB_LANDLOCK_ACCESS_FS_TRUNCATE = 1ULL << 14;   // ABI 3
+static const uint64_t CSB_LANDLOCK_ACCESS_FS_IOCTL_DEV = 1ULL << 15;  // ABI 5
+static const uint64_t CSB_LANDLOCK_ACCESS_NET_BIND_TCP = 1ULL << 0;   // ABI 4
+static const uint64_t CSB_LANDLOCK_ACCESS_NET_CONNECT_TCP = 1ULL << 1;
+static const uint64_t CSB_LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET = 1ULL << 0;  // ABI 6
+static const uint64_t CSB_LANDLOCK_SCOPE_SIGNAL = 1ULL << 1;
+static const uint32_t CSB_LANDLOCK_RESTRICT_SELF_LOG_NEW_EXEC_ON = 1U << 1;  // ABI 7
+
+/// The highest Landlock ABI the kernel offers, 0 when Landlock is off or
+/// absent (errno tells which: ENOSYS or EOPNOTSUPP).
+/// `landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION)`
+int csb_landlock_abi_version(void);
+/// `landlock_create_ruleset(2)`: returns a ruleset fd (close-on-exec).
+int csb_landlock_create_ruleset(const struct csb_landlock_ruleset_attr *attr);
+/// `landlock_add_rule(2)` with `LANDLOCK_RULE_PATH_BENEATH`.
+int csb_landlock_add_path_rule(int ruleset_fd, int parent_fd, uint64_t allowed_access);
+/// `landlock_add_rule(2)` with `LANDLOCK_RULE_NET_PORT`.
+int csb_landlock_add_port_rule(int ruleset_fd, uint64_t port, uint64_t allowed_access);
+
+// MARK: Files
+
+static const int CSB_AT_EMPTY_PATH = 0x1000;  // hidden by Glibc's Swift module
+
+
+/// `openat(2)` with `O_PATH | O_CLOEXEC` (Glibc hides O_PATH from Swift).
+int csb_open_path(int dirfd, const char *path, int follow_symlinks);
+/// `openat2(2)` with `O_PATH | O_CLOEXEC` and `RESOLVE_NO_MAGICLINKS`.
+int csb_openat2_path(int dirfd, const char *path, int follow_symlinks);
+/// `fchmodat(2)` through `/proc/self/fd/N`, which reaches the inode of an O_PATH fd.
+int csb_chmod_fd(int fd, uint32_t mode);
+/// `fchownat(2)` with `AT_EMPTY_PATH`.
+int csb_chown_fd(int fd, uint32_t uid, uint32_t gid);
+/// `utimensat(2)` with `AT_EMPTY_PATH`; `times` may be NULL (now).
+int csb_utimens_fd(int fd, const int64_t *times_sec_nsec);
+/// `setxattr(2)` / `removexattr(2)` through `/proc/self/fd/N`.
+int csb_setxattr_fd(int fd, const char *name, const void *value, size_t size, int flags);
+int csb_removexattr_fd(int fd, const char *name);
+/// `memfd_create(2)` (hidden from Swift by Glibc).
+int csb_memfd_create(const char *name);
+
+// MARK: Processes
+
+/// `pidfd_open(2)`.
+int csb_pidfd_open(pid_t pid);
+/// `waitid(P_PIDFD, ...)`: returns 0 and the wait status encoded as by wait(2).
+int csb_pidfd_wait(int pidfd, int *status);
+/// `process_vm_readv(2)` of one buffer.
+ssize_t csb_read_process_memory(pid_t pid, uint64_t address, void *buffer, size_t length);
+/// `capget(2)`/`capset(2)` on the calling thread only: clears or restores the
+/// effective set, so the supervisor acts with the confined child's powers.
+int csb_thread_effective_caps_clear(uint32_t saved[2]);
+int csb_thread_effective_caps_restore(const uint32_t saved[2]);
+/// Forwards SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 to `pid`
+/// from an async-signal-safe handler. `pid` 0 catches and holds the last
+/// signal until a later call names the pid; -1 restores the defaults.
+int csb_forward_signals_to(pid_t pid);
+static inline int csb_forward_signals_prepare(void) { return csb_forward_signals_to(0); }
+
+// MARK: seccomp user notification (copied from linux/seccomp.h)
+
+struct csb_seccomp_data {
+    int32_t nr;
+    uint32_t arch;
+    uint64_t instruction_pointer;
+    uint64_t args[6];
+};
+struct csb_seccomp_notif {
+    uint64_t id;
+    uint32_t pid;
+    uint32_t flags;
+    struct csb_seccomp_data data;
+};
+struct csb_seccomp_notif_resp {
+    uint64_t id;
+    int64_t val;
+    int32_t error;
+    uint32_t flags;
+};
+/// `prctl(PR_GET_SECCOMP)`: 0 when this kernel has seccomp.
+int csb_seccomp_supported(void);
+/// `seccomp(SECCOMP_GET_NOTIF_SIZES)`: 0 when user notification works.
+int csb_seccomp_notify_supported(void);
+/// `ioctl(SECCOMP_IOCTL_NOTIF_RECV)`; `buffer` holds the kernel's notif size.
+int csb_seccomp_notify_receive(int listener, struct csb_seccomp_notif *notif);
+/// `ioctl(SECCOMP_IOCTL_NOTIF_ID_VALID)`: 0 while the request is still pending.
+int csb_seccomp_notify_id_valid(int listener, uint64_t id);
+/// `ioctl(SECCOMP_IOCTL_NOTIF_SEND)`.
+int csb_seccomp_notify_respond(int listener, const struct csb_seccomp_notif_resp *resp);
+
+// MARK: The confined child
+
+/// What the child does between fork and exec, all prepared by the parent.
+struct csb_child_plan {
+    const char *path;              // absolute path to execve
+    char *const *argv;
+    char *const *envp;
+    const char *working_directory;
+    int stdio[3];                  // fds to become 0, 1, 2
+    const int *kept_fds;           // extra fds that survive exec, unchanged
+    int kept_fds_count;
+    int ruleset_fd;                // Landlock ruleset, or -1 for none
+    uint32_t restrict_flags;       // landlock_restrict_self flags
+    const void *seccomp_filter;    // struct sock_filter[], or NULL
+    unsigned short seccomp_filter_length;
+    int seccomp_listener;          // ask for a user-notification listener
+    int drop_capabilities;         // bounding, ambient, securebits: needs CAP_SETPCAP
+    int last_capability;
+    int new_session;
+    int die_with_parent;
+};
+
+/// Where the child failed, sent back through the report socket.
+enum csb_child_stage {
+    CSB_STAGE_SIGNALS = 1, CSB_STAGE_PARENT_DEATH, CSB_STAGE_SESSION, CSB_STAGE_STDIO,
+    CSB_STAGE_FDS, CSB_STAGE_CHDIR, CSB_STAGE_NO_NEW_PRIVS, CSB_STAGE_CAPABILITIES,
+    CSB_STAGE_LANDLOCK, CSB_STAGE_SECCOMP, CSB_STAGE_LISTENER, CSB_STAGE_EXEC
+};
+
+/// Forks a child that applies `plan` and execs. Returns 0 with `pid`,
+/// `pidfd` and `report_fd` set; read the report with `csb_child_report`.
+int csb_spawn_confined(const struct csb_child_plan *plan, pid_t *pid, int *pidfd, int *report_fd);
+
+/// Reads one message of the child's report: returns 1 with `stage`/`error`
+/// (and `received_fd` for the listener), or 0 at end of file (exec succeeded).
+int csb_child_report(int report_fd, int *stage, int *error, int *received_fd);
+
+#endif

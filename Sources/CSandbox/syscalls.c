@@ -1,0 +1,241 @@
+// Thin wrappers over raw syscalls. No retry here: callers retry EINTR in one place.
+#define _GNU_SOURCE 1
+#include "csandbox.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <linux/openat2.h>
+#include <linux/seccomp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#ifndef SYS_landlock_create_ruleset
+#define SYS_landlock_create_ruleset 444
+#define SYS_landlock_add_rule 445
+#define SYS_landlock_restrict_self 446
+#endif
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+#ifndef P_PIDFD
+#define P_PIDFD 3
+#endif
+
+#define CSB_LANDLOCK_CREATE_RULESET_VERSION (1U << 0)
+#define CSB_LANDLOCK_RULE_PATH_BENEATH 1
+#define CSB_LANDLOCK_RULE_NET_PORT 2
+
+struct csb_landlock_path_beneath_attr {
+    uint64_t allowed_access;
+    int32_t parent_fd;
+} __attribute__((packed));
+
+struct csb_landlock_net_port_attr {
+    uint64_t allowed_access;
+    uint64_t port;
+};
+
+// The copies must match the kernel's layout byte for byte.
+_Static_assert(sizeof(struct csb_landlock_ruleset_attr) == 24, "landlock_ruleset_attr (ABI 6)");
+_Static_assert(sizeof(struct csb_landlock_path_beneath_attr) == 12, "landlock_path_beneath_attr");
+_Static_assert(sizeof(struct csb_landlock_net_port_attr) == 16, "landlock_net_port_attr");
+_Static_assert(sizeof(struct csb_seccomp_data) == sizeof(struct seccomp_data), "seccomp_data");
+_Static_assert(sizeof(struct csb_seccomp_notif) == sizeof(struct seccomp_notif), "seccomp_notif");
+_Static_assert(sizeof(struct csb_seccomp_notif_resp) == sizeof(struct seccomp_notif_resp), "seccomp_notif_resp");
+_Static_assert(offsetof(struct csb_seccomp_notif, data) == offsetof(struct seccomp_notif, data), "seccomp_notif.data");
+
+int csb_landlock_abi_version(void) {
+    long abi = syscall(SYS_landlock_create_ruleset, NULL, 0, CSB_LANDLOCK_CREATE_RULESET_VERSION);
+    return abi < 0 ? 0 : (int)abi;
+}
+
+int csb_landlock_create_ruleset(const struct csb_landlock_ruleset_attr *attr) {
+    // Older kernels reject a larger struct with non-zero tail fields, so pass
+    // only as many fields as are in use.
+    size_t size = sizeof(*attr);
+    if (attr->scoped == 0) {
+        size = offsetof(struct csb_landlock_ruleset_attr, scoped);
+        if (attr->handled_access_net == 0) size = offsetof(struct csb_landlock_ruleset_attr, handled_access_net);
+    }
+    return (int)syscall(SYS_landlock_create_ruleset, attr, size, 0);
+}
+
+int csb_landlock_add_path_rule(int ruleset_fd, int parent_fd, uint64_t allowed_access) {
+    struct csb_landlock_path_beneath_attr attr = { .allowed_access = allowed_access, .parent_fd = parent_fd };
+    return (int)syscall(SYS_landlock_add_rule, ruleset_fd, CSB_LANDLOCK_RULE_PATH_BENEATH, &attr, 0);
+}
+
+int csb_landlock_add_port_rule(int ruleset_fd, uint64_t port, uint64_t allowed_access) {
+    struct csb_landlock_net_port_attr attr = { .allowed_access = allowed_access, .port = port };
+    return (int)syscall(SYS_landlock_add_rule, ruleset_fd, CSB_LANDLOCK_RULE_NET_PORT, &attr, 0);
+}
+
+int csb_open_path(int dirfd, const char *path, int follow_symlinks) {
+    int flags = O_PATH | O_CLOEXEC | (follow_symlinks ? 0 : O_NOFOLLOW);
+    return openat(dirfd, path, flags);
+}
+
+int csb_openat2_path(int dirfd, const char *path, int follow_symlinks) {
+    struct open_how how;
+    memset(&how, 0, sizeof(how));
+    how.flags = O_PATH | O_CLOEXEC | (follow_symlinks ? 0 : O_NOFOLLOW);
+    how.resolve = RESOLVE_NO_MAGICLINKS;
+    return (int)syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
+}
+
+static void csb_proc_fd_path(int fd, char path[32]) {
+    snprintf(path, 32, "/proc/self/fd/%d", fd);
+}
+
+int csb_chmod_fd(int fd, uint32_t mode) {
+    char path[32];
+    csb_proc_fd_path(fd, path);
+    return fchmodat(AT_FDCWD, path, (mode_t)mode, 0);
+}
+
+int csb_chown_fd(int fd, uint32_t uid, uint32_t gid) {
+    return fchownat(fd, "", (uid_t)uid, (gid_t)gid, AT_EMPTY_PATH);
+}
+
+int csb_utimens_fd(int fd, const int64_t *times_sec_nsec) {
+    struct timespec ts[2];
+    if (times_sec_nsec != NULL) {
+        ts[0].tv_sec = times_sec_nsec[0]; ts[0].tv_nsec = times_sec_nsec[1];
+        ts[1].tv_sec = times_sec_nsec[2]; ts[1].tv_nsec = times_sec_nsec[3];
+    }
+    return utimensat(fd, "", times_sec_nsec ? ts : NULL, AT_EMPTY_PATH);
+}
+
+int csb_setxattr_fd(int fd, const char *name, const void *value, size_t size, int flags) {
+    char path[32];
+    csb_proc_fd_path(fd, path);
+    return setxattr(path, name, value, size, flags);
+}
+
+int csb_removexattr_fd(int fd, const char *name) {
+    char path[32];
+    csb_proc_fd_path(fd, path);
+    return removexattr(path, name);
+}
+
+int csb_memfd_create(const char *name) {
+    return memfd_create(name, MFD_CLOEXEC);
+}
+
+int csb_pidfd_open(pid_t pid) {
+    return (int)syscall(SYS_pidfd_open, pid, 0);
+}
+
+int csb_pidfd_wait(int pidfd, int *status) {
+    siginfo_t info;
+    memset(&info, 0, sizeof(info));
+    if (waitid((idtype_t)P_PIDFD, (id_t)pidfd, &info, WEXITED) != 0) return -1;
+    switch (info.si_code) {
+    case CLD_EXITED: *status = (info.si_status & 0xff) << 8; break;
+    case CLD_KILLED: *status = info.si_status & 0x7f; break;
+    case CLD_DUMPED: *status = (info.si_status & 0x7f) | 0x80; break;
+    default: errno = ECHILD; return -1;
+    }
+    return 0;
+}
+
+ssize_t csb_read_process_memory(pid_t pid, uint64_t address, void *buffer, size_t length) {
+    struct iovec local = { .iov_base = buffer, .iov_len = length };
+    struct iovec remote = { .iov_base = (void *)(uintptr_t)address, .iov_len = length };
+    return process_vm_readv(pid, &local, 1, &remote, 1, 0);
+}
+
+static int csb_thread_caps(struct __user_cap_data_struct data[2], int set) {
+    struct __user_cap_header_struct header = { .version = _LINUX_CAPABILITY_VERSION_3, .pid = 0 };
+    return (int)syscall(set ? SYS_capset : SYS_capget, &header, data);
+}
+
+int csb_thread_effective_caps_clear(uint32_t saved[2]) {
+    struct __user_cap_data_struct data[2];
+    if (csb_thread_caps(data, 0) != 0) return -1;
+    saved[0] = data[0].effective;
+    saved[1] = data[1].effective;
+    if (saved[0] == 0 && saved[1] == 0) return 0;
+    data[0].effective = 0;
+    data[1].effective = 0;
+    return csb_thread_caps(data, 1);
+}
+
+int csb_thread_effective_caps_restore(const uint32_t saved[2]) {
+    if (saved[0] == 0 && saved[1] == 0) return 0;
+    struct __user_cap_data_struct data[2];
+    if (csb_thread_caps(data, 0) != 0) return -1;
+    data[0].effective = saved[0];
+    data[1].effective = saved[1];
+    return csb_thread_caps(data, 1);
+}
+
+static volatile sig_atomic_t csb_forward_pid = 0;
+static volatile sig_atomic_t csb_forward_pending = 0;
+
+static void csb_forward_handler(int signo) {
+    int saved = errno;
+    pid_t pid = (pid_t)csb_forward_pid;
+    if (pid > 0) kill(pid, signo);
+    else csb_forward_pending = signo;  // held until the child's pid is known
+    errno = saved;
+}
+
+int csb_forward_signals_to(pid_t pid) {
+    static const int forwarded[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 };
+    csb_forward_pid = pid;
+    struct sigaction action;
+    memset(&action, 0, sizeof(action));
+    action.sa_handler = pid >= 0 ? csb_forward_handler : SIG_DFL;
+    action.sa_flags = SA_RESTART;
+    sigemptyset(&action.sa_mask);
+    for (size_t i = 0; i < sizeof(forwarded) / sizeof(forwarded[0]); i++) {
+        if (sigaction(forwarded[i], &action, NULL) != 0) return -1;
+    }
+    int pending = (int)csb_forward_pending;
+    if (pid > 0 && pending != 0) {
+        csb_forward_pending = 0;
+        kill(pid, pending);
+    }
+    return 0;
+}
+
+int csb_seccomp_supported(void) {
+    return prctl(PR_GET_SECCOMP, 0, 0, 0, 0) < 0 ? -1 : 0;
+}
+
+int csb_seccomp_notify_supported(void) {
+    struct seccomp_notif_sizes sizes;
+    if (syscall(SYS_seccomp, SECCOMP_GET_NOTIF_SIZES, 0, &sizes) != 0) return -1;
+    // RECV copies the kernel's whole struct: refuse a kernel whose struct grew.
+    if (sizes.seccomp_notif != sizeof(struct seccomp_notif) ||
+        sizes.seccomp_notif_resp < sizeof(struct seccomp_notif_resp)) {
+        errno = EOPNOTSUPP;
+        return -1;
+    }
+    return 0;
+}
+
+int csb_seccomp_notify_receive(int listener, struct csb_seccomp_notif *notif) {
+    memset(notif, 0, sizeof(*notif));  // the kernel insists on a zeroed buffer
+    return ioctl(listener, SECCOMP_IOCTL_NOTIF_RECV, notif);
+}
+
+int csb_seccomp_notify_id_valid(int listener, uint64_t id) {
+    return ioctl(listener, SECCOMP_IOCTL_NOTIF_ID_VALID, &id);
+}
+
+int csb_seccomp_notify_respond(int listener, const struct csb_seccomp_notif_resp *resp) {
+    return ioctl(listener, SECCOMP_IOCTL_NOTIF_SEND, resp);
+}

@@ -1,0 +1,94 @@
+@preconcurrency import Glibc
+import CSandbox
+
+/// What to do when the kernel cannot enforce part of a policy (after
+/// rust-landlock): refuse, or run with what there is and say so.
+public enum CompatibilityLevel: Sendable {
+    /// Refuse to launch unless every protection the policy needs is enforced.
+    case hardRequirement
+    /// Enforce what the kernel offers and report the rest.
+    case bestEffort
+}
+
+/// What this kernel offers, probed once per launch (three cheap syscalls).
+public struct KernelFeatures: Sendable {
+    public let landlockABI: Int
+    public let seccompFilter: Bool
+    public let seccompUserNotification: Bool
+
+    public static func probe() -> KernelFeatures {
+        KernelFeatures(
+            landlockABI: Landlock.abiVersion(),
+            seccompFilter: csb_seccomp_supported() == 0,
+            seccompUserNotification: csb_seccomp_notify_supported() == 0)
+    }
+}
+
+/// One protection and whether this launch enforces it.
+public struct Protection: Sendable, Equatable {
+    public let name: String
+    public let enforced: Bool
+    /// Why not, or what happens instead.
+    public let detail: String
+}
+
+/// What was actually enforced, for `--best-effort` runs and `doctor`.
+public struct EnforcementReport: Sendable, Equatable {
+    public let features: KernelFeatures.Snapshot
+    public let protections: [Protection]
+
+    public var missing: [Protection] { protections.filter { !$0.enforced } }
+
+    public var text: String {
+        var lines = ["Landlock ABI \(features.landlockABI) (this build knows up to \(Landlock.newestKnownABI))"]
+        for protection in protections {
+            let mark = protection.enforced ? "enforced" : "NOT ENFORCED"
+            lines.append("  \(mark): \(protection.name)" + (protection.detail.isEmpty ? "" : " (\(protection.detail))"))
+        }
+        return lines.joined(separator: "\n")
+    }
+}
+
+extension EnforcementReport {
+    /// What `policy` would get on a kernel with `features`.
+    public init(features: KernelFeatures, policy: Policy) {
+        self.init(features: .init(landlockABI: features.landlockABI), protections: features.protections(for: policy))
+    }
+}
+
+extension KernelFeatures {
+    /// The launcher's capabilities as libcap prints them.
+    public static var launcherCapabilities: String { Capabilities.currentText }
+
+    public struct Snapshot: Sendable, Equatable {
+        public let landlockABI: Int
+    }
+
+    /// The protections a policy needs, and which of them this kernel gives.
+    func protections(for policy: Policy) -> [Protection] {
+        let abi = landlockABI
+        func landlock(_ name: String, _ minimum: Int, _ instead: String) -> Protection {
+            Protection(name: name, enforced: abi >= minimum,
+                       detail: abi >= minimum ? "Landlock ABI \(minimum)" : "needs Landlock ABI \(minimum); \(instead)")
+        }
+        var list = [
+            landlock("file access limited to the policy's paths, the container and grants", 1,
+                     "every file the user can reach is open to the command"),
+            landlock("truncating files outside the writable folders", 3, "truncate() outside is not stopped"),
+            landlock("ioctl on devices", 5, "device ioctls are not limited"),
+            landlock("signals and abstract unix sockets limited to the sandbox", 6,
+                     "the command can signal and connect to processes outside"),
+        ]
+        let restrictsTCP = policy.tcpConnectPorts != nil || policy.tcpBindPorts != nil || policy.networkClient != policy.networkServer
+        if restrictsTCP {
+            list.append(landlock("TCP connect/bind limited by the policy", 4, "TCP connect and bind are not limited"))
+        }
+        list.append(Protection(name: "seccomp-bpf syscall allow-list", enforced: seccompFilter,
+                               detail: seccompFilter ? "" : "no seccomp: every syscall is open"))
+        list.append(Protection(name: "metadata changes (chmod, chown, utimes, xattrs) only inside writable folders",
+                               enforced: seccompUserNotification,
+                               detail: seccompUserNotification ? "seccomp user notification"
+                                   : "no seccomp user notification: metadata changes are refused everywhere instead"))
+        return list
+    }
+}

@@ -1,0 +1,163 @@
+@preconcurrency import Glibc
+import CSandbox
+import SystemPackage
+
+/// Every rule, filter and string of one launch, built in the parent before
+/// fork, so the child runs nothing but the C routine that applies them.
+public final class ConfinementPlan: @unchecked Sendable {
+    public let report: EnforcementReport
+    public let container: AppContainer
+    public let executable: String
+    public let arguments: [String]
+    /// `NAME=value` strings the command starts with.
+    public let environment: [String]
+    public let workingDirectory: String
+
+    let request: LaunchRequest
+    let ruleset: LandlockRuleset?
+    let restrictFlags: UInt32
+    let filter: [UInt8]?
+    let superviseMetadata: Bool
+    /// Folders in which the supervisor may change metadata, pinned open.
+    let writableRoots: [OwnedDescriptor]
+
+    public static let sandboxPath = "/usr/local/bin:/usr/bin:/bin"
+
+    public init(_ request: LaunchRequest) throws(SandboxError) {
+        guard let name = request.command.first, !name.isEmpty else {
+            throw .usage("no command given: put it after --, for example: sandboxed-run run --app com.example.memo -- /bin/sh")
+        }
+        self.request = request
+        let policy = request.policy
+        let features = KernelFeatures.probe()
+        let protections = features.protections(for: policy)
+        report = EnforcementReport(features: .init(landlockABI: features.landlockABI), protections: protections)
+        if request.compatibility == .hardRequirement, !report.missing.isEmpty {
+            throw .protectionUnavailable(missing: report.missing.map { "\($0.name): \($0.detail)" })
+        }
+
+        container = try AppContainer.current(for: request.app, base: request.containerBase)
+        workingDirectory = request.workingDirectory ?? container.root
+        executable = try Self.resolve(name)
+        arguments = request.command
+        environment = try Self.environment(for: request, container: container)
+
+        let containerFolder = try FolderRule(
+            name: "container", path: container.root, descriptor: Self.openVerified(container.root), access: .readWrite)
+        let folders = [containerFolder] + request.folders
+        writableRoots = folders.filter { $0.access == .readWrite }.map(\.descriptor)
+
+        let abi = min(features.landlockABI, Landlock.newestKnownABI)
+        if abi >= 1 {
+            ruleset = try Self.ruleset(abi: abi, policy: policy, folders: folders)
+            restrictFlags = abi >= 7 ? CSB_LANDLOCK_RESTRICT_SELF_LOG_NEW_EXEC_ON : 0
+        } else {
+            ruleset = nil
+            restrictFlags = 0
+        }
+        superviseMetadata = features.seccompUserNotification
+        if features.seccompFilter {
+            let options = SyscallFilter.Options(
+                networkClient: policy.networkClient, networkServer: policy.networkServer,
+                extraSyscalls: policy.extraSyscalls, superviseMetadata: superviseMetadata)
+            filter = try SyscallFilter(options: options).compile()
+        } else {
+            filter = nil
+        }
+    }
+
+    /// Opens a folder as O_PATH, following symlinks: the fd is what gets verified and ruled.
+    static func openVerified(_ path: String) throws(SandboxError) -> OwnedDescriptor {
+        do {
+            return OwnedDescriptor(taking: try syscallRetrying { csb_open_path(AT_FDCWD, path, 1) })
+        } catch {
+            throw .setup(step: "opening \(path)", errno: error)
+        }
+    }
+
+    private static func ruleset(abi: Int, policy: Policy, folders: [FolderRule]) throws(SandboxError) -> LandlockRuleset {
+        var network: Landlock.NetworkAccess = []
+        if abi >= 4 {
+            if !policy.networkClient || policy.tcpConnectPorts != nil { network.insert(.connectTCP) }
+            if !policy.networkServer || policy.tcpBindPorts != nil { network.insert(.bindTCP) }
+        }
+        let scope: Landlock.Scope = abi >= 6 ? [.abstractUnixSocket, .signal] : []
+        do {
+            let ruleset = try LandlockRuleset(files: .handled(byABI: abi), network: network, scope: scope)
+            for systemPath in policy.systemPaths {
+                // A path this system lacks (say /lib64 on arm64) only means less access.
+                guard let fd = try? syscallRetrying({ csb_open_path(AT_FDCWD, systemPath.path, 1) }) else { continue }
+                try ruleset.allow(access(systemPath.access), beneath: OwnedDescriptor(taking: fd))
+            }
+            for folder in folders {
+                try ruleset.allow(access(folder.access), beneath: folder.descriptor)
+            }
+            if network.contains(.connectTCP) {
+                for port in policy.tcpConnectPorts ?? [] { try ruleset.allow(.connectTCP, port: port) }
+            }
+            if network.contains(.bindTCP) {
+                for port in policy.tcpBindPorts ?? [] { try ruleset.allow(.bindTCP, port: port) }
+            }
+            return ruleset
+        } catch {
+            throw .setup(step: "building the Landlock ruleset", errno: error)
+        }
+
+        func access(_ access: Policy.PathAccess) -> Landlock.FileAccess {
+            switch access {
+            case .readExecute: .readExecute
+            case .readOnly: .readOnly
+            case .readWrite: .readWrite
+            }
+        }
+    }
+
+    /// A path as given, or a name looked up in the sandbox's PATH.
+    private static func resolve(_ name: String) throws(SandboxError) -> String {
+        if name.contains("/") {
+            var path = name
+            if !name.hasPrefix("/") {
+                guard let cwd = getcwd(nil, 0) else { throw .notFound(command: name) }
+                defer { free(cwd) }
+                path = String(cString: cwd) + "/" + name
+            }
+            guard access(path, F_OK) == 0 else { throw .notFound(command: name) }
+            return path
+        }
+        var found: String?
+        for folder in sandboxPath.split(separator: ":") {
+            let candidate = "\(folder)/\(name)"
+            if access(candidate, X_OK) == 0 { return candidate }
+            if found == nil, access(candidate, F_OK) == 0 { found = candidate }
+        }
+        guard let found else { throw .notFound(command: name) }
+        return found  // exists but is not executable: execve reports why
+    }
+
+    private static func environment(for request: LaunchRequest, container: AppContainer) throws(SandboxError) -> [String] {
+        var variables: [String: String] = [
+            "PATH": sandboxPath,
+            "LANG": request.hostEnvironment["LANG"] ?? "C.UTF-8",
+            "HOME": container.root,
+            "TMPDIR": container.temporary,
+            "SANDBOX_APP_ID": request.app.rawValue,
+            "SANDBOX_CONTAINER": container.root,
+        ]
+        if let term = request.hostEnvironment["TERM"] { variables["TERM"] = term }
+        for name in request.keptEnvironment {
+            try validate(name)
+            if let value = request.hostEnvironment[name] { variables[name] = value }
+        }
+        for (name, value) in request.environment {
+            try validate(name)
+            variables[name] = value
+        }
+        return variables.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
+
+        func validate(_ name: String) throws(SandboxError) {
+            guard !name.isEmpty, !name.contains("="), !name.contains("\0") else {
+                throw .usage("invalid environment variable name '\(name)': it must be non-empty and contain no '='")
+            }
+        }
+    }
+}

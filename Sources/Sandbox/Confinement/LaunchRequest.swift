@@ -1,0 +1,70 @@
+/// A folder the sandbox may use beyond the policy's system paths: the app's
+/// container, or a user's grant. It holds the O_PATH fd that was verified,
+/// and the Landlock rule is added through that very fd, so nothing can swap
+/// the folder between check and confinement.
+public struct FolderRule: Sendable {
+    /// A name for messages, such as the grant's name.
+    public let name: String
+    /// The path where the folder was found, for messages and the environment.
+    public let path: String
+    public let descriptor: OwnedDescriptor
+    public let access: Policy.PathAccess
+
+    public init(name: String, path: String, descriptor: OwnedDescriptor, access: Policy.PathAccess) {
+        self.name = name
+        self.path = path
+        self.descriptor = descriptor
+        self.access = access
+    }
+}
+
+/// Everything needed to start one confined command.
+public struct LaunchRequest: Sendable {
+    public var app: AppID
+    public var policy: Policy
+    /// The command and its arguments; the first is a path or a name looked up in the sandbox's PATH.
+    public var command: [String]
+    /// Where app containers live (see `AppContainer.defaultBase`).
+    public var containerBase: String
+    /// The launcher's environment: the source of LANG, TERM and `keptEnvironment`.
+    public var hostEnvironment: [String: String]
+    /// Folders beyond the container, such as the user's grants.
+    public var folders: [FolderRule] = []
+    /// Variables to set in the sandbox (`--setenv`), applied last.
+    public var environment: [String: String] = [:]
+    /// Names of host variables to pass through (`--keep-env`).
+    public var keptEnvironment: [String] = []
+    /// Descriptors beyond 0, 1, 2 that stay open in the command (`--keep-fd`).
+    public var keptDescriptors: [CInt] = []
+    /// Defaults to the container's root, which is also HOME.
+    public var workingDirectory: String?
+    public var compatibility: CompatibilityLevel = .hardRequirement
+    /// The descriptors that become the command's stdin, stdout and stderr.
+    public var standardInput: CInt = 0
+    public var standardOutput: CInt = 1
+    public var standardError: CInt = 2
+    /// Kill the command if the launcher dies (`PR_SET_PDEATHSIG`).
+    public var dieWithParent = true
+
+    public init(app: AppID, policy: Policy, command: [String], containerBase: String, hostEnvironment: [String: String]) {
+        self.app = app
+        self.policy = policy
+        self.command = command
+        self.containerBase = containerBase
+        self.hostEnvironment = hostEnvironment
+    }
+}
+
+/// How the confined command ended.
+public enum Termination: Sendable, Equatable {
+    case exited(Int32)
+    case signaled(Int32)
+
+    /// The shell's convention: the exit status, or 128+N when killed by signal N.
+    public var exitCode: Int32 {
+        switch self {
+        case .exited(let code): code
+        case .signaled(let signal): 128 + signal
+        }
+    }
+}

@@ -1,0 +1,49 @@
+import SystemPackage
+
+/// Why the launcher itself could not run the command. Each case names what
+/// was wrong and what to do, and maps to the documented exit code.
+public enum SandboxError: Error, Equatable, CustomStringConvertible, Sendable {
+    /// The user asked for something malformed (exit 125).
+    case usage(String)
+    /// The policy file is wrong (exit 125).
+    case policy(PolicyError)
+    /// The kernel cannot enforce what the policy demands (exit 125).
+    case protectionUnavailable(missing: [String])
+    /// Setting up the sandbox failed (exit 125).
+    case setup(step: String, errno: Errno)
+    /// The command exists but cannot be executed in the sandbox (exit 126).
+    case cannotExecute(command: String, errno: Errno)
+    /// The command was not found (exit 127).
+    case notFound(command: String)
+
+    public var exitCode: Int32 {
+        switch self {
+        case .usage, .policy, .protectionUnavailable, .setup: 125
+        case .cannotExecute: 126
+        case .notFound: 127
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .usage(let message):
+            message
+        case .policy(let error):
+            error.description
+        case .protectionUnavailable(let missing):
+            "this kernel cannot enforce: \(missing.joined(separator: "; ")). "
+                + "Run `sandboxed-run doctor` for details, or pass --best-effort to run with less protection."
+        case .setup(let step, let errno):
+            "could not set up the sandbox: \(step) failed: \(errno.description) (errno \(errno.rawValue))"
+        case .cannotExecute(let command, let errno):
+            if errno == .permissionDenied {
+                "cannot execute \(command): permission denied. The policy lets the sandbox execute only "
+                    + "programs under its read-execute system paths; install the tool there or add its folder to the policy."
+            } else {
+                "cannot execute \(command): \(errno.description)"
+            }
+        case .notFound(let command):
+            "command not found: \(command). Give a path, or a name found in the sandbox's PATH (/usr/local/bin:/usr/bin:/bin)."
+        }
+    }
+}

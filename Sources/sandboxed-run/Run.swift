@@ -1,0 +1,84 @@
+@preconcurrency import Glibc
+import ArgumentParser
+import Sandbox
+
+struct Run: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Run a command confined to its container (and, later, its grants).",
+        discussion: """
+            The command sees its container as HOME (with Documents, Library and tmp), the policy's \
+            system paths read-only, and nothing else. It runs in a new session with no capabilities, \
+            no_new_privs, a clean environment and only stdin, stdout and stderr open.
+            """
+    )
+
+    @OptionGroup var app: AppOptions
+
+    @Option(help: "A built-in policy (writer, read-only, networked) or a policy file (.plist, .entitlements or .json). Default: writer.")
+    var policy: String?
+
+    @Flag(help: "Run even when the kernel cannot enforce everything the policy needs, and say what was not enforced.")
+    var bestEffort = false
+
+    @Flag(help: "Print what is enforced to stderr before starting the command.")
+    var report = false
+
+    @Option(name: .customLong("keep-fd"), help: "Keep this open descriptor (beyond 0, 1, 2) in the command. Repeatable.")
+    var keptDescriptors: [Int32] = []
+
+    @Option(name: .customLong("setenv"), help: "Set NAME=VALUE in the command's environment. Repeatable.")
+    var setEnvironment: [String] = []
+
+    @Option(name: .customLong("keep-env"), help: "Pass this variable from your environment to the command. Repeatable.")
+    var keptEnvironment: [String] = []
+
+    @Option(name: .customLong("chdir"), help: "The command's working directory (default: its container).")
+    var workingDirectory: String?
+
+    @Argument(parsing: .captureForPassthrough, help: "The command and its arguments, after --.")
+    var command: [String] = []
+
+    mutating func run() throws {
+        if command.first == "--" { command.removeFirst() }
+        let policy = try PolicyChoice.load(self.policy)
+        var request = LaunchRequest(
+            app: try app.appID(), policy: policy, command: command,
+            containerBase: try AppOptions.containerBase(), hostEnvironment: Environment.current)
+        request.keptDescriptors = keptDescriptors
+        request.keptEnvironment = keptEnvironment
+        request.workingDirectory = workingDirectory
+        request.compatibility = bestEffort ? .bestEffort : .hardRequirement
+        for assignment in setEnvironment {
+            guard let equals = assignment.firstIndex(of: "=") else {
+                throw SandboxError.usage("--setenv '\(assignment)': write NAME=VALUE")
+            }
+            request.environment[String(assignment[..<equals])] = String(assignment[assignment.index(after: equals)...])
+        }
+
+        let plan = try ConfinementPlan(request)
+        if report || !plan.report.missing.isEmpty {
+            Console.write(plan.report.text + "\n")
+        }
+        // Catch termination signals from now on, forward them once the child exists.
+        ConfinedProcess.holdTerminationSignals()
+        let process = try plan.launch()
+        process.forwardSignals()
+        let termination = try process.wait()
+        Glibc.exit(termination.exitCode)
+    }
+}
+
+/// `--policy`: a built-in name or a file.
+enum PolicyChoice {
+    static func load(_ choice: String?) throws -> Policy {
+        let name = choice ?? "writer"
+        let policy: Policy
+        if let builtin = try Policy.builtin(named: name), !name.contains("/") {
+            policy = builtin
+        } else {
+            policy = try Policy(contentsOfFile: name)
+        }
+        for warning in policy.warnings { Console.warning("policy \(policy.source): \(warning)") }
+        return policy
+    }
+}

@@ -1,0 +1,84 @@
+@preconcurrency import Glibc
+import ArgumentParser
+import Sandbox
+
+@main
+struct SandboxedRun: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "sandboxed-run",
+        abstract: "Run untrusted writer tools confined to their own container and the folders you grant.",
+        discussion: """
+            Exit codes of `run`: the command's own status, or 128+N when it was killed by signal N; \
+            125 when sandboxed-run itself failed (bad usage, bad policy, protection unavailable), \
+            126 when the command cannot be executed, 127 when it was not found.
+            """,
+        subcommands: [Run.self, Container.self, Doctor.self]
+    )
+
+    /// Runs a command and turns every failure into one line on stderr and a documented exit code.
+    static func main() {
+        do {
+            var command = try parseAsRoot()
+            try command.run()
+        } catch let error as SandboxError {
+            Console.error(error.description)
+            Glibc.exit(error.exitCode)
+        } catch let error as ExitCode {
+            Glibc.exit(error.rawValue)
+        } catch {
+            if exitCode(for: error) == .success { exit(withError: error) }  // --help, --version
+            Console.error(fullMessage(for: error).split(separator: "\n").joined(separator: " ") + " (see sandboxed-run --help)")
+            Glibc.exit(125)
+        }
+    }
+}
+
+/// stderr output with the tool's name, so users know who is speaking.
+enum Console {
+    static func error(_ message: String) {
+        write("sandboxed-run: \(message)\n")
+    }
+
+    static func warning(_ message: String) {
+        write("sandboxed-run: warning: \(message)\n")
+    }
+
+    static func write(_ text: String) {
+        var text = text
+        text.withUTF8 { bytes in
+            var offset = 0
+            while offset < bytes.count {
+                let written = Glibc.write(2, bytes.baseAddress! + offset, bytes.count - offset)
+                if written <= 0 { if errno == EINTR { continue } else { return } }
+                offset += written
+            }
+        }
+    }
+}
+
+/// Options shared by the commands that name an app.
+struct AppOptions: ParsableArguments {
+    @Option(name: .long, help: "The app's identifier, such as com.example.memo: it names the app's container and grants.")
+    var app: String
+
+    func appID() throws(SandboxError) -> AppID { try AppID(app) }
+
+    static func containerBase() throws(SandboxError) -> String {
+        try AppContainer.defaultBase(environment: Environment.current)
+    }
+}
+
+enum Environment {
+    static var current: [String: String] {
+        var result: [String: String] = [:]
+        var entry = environ
+        while let pointer = entry.pointee {
+            let pair = String(cString: pointer)
+            if let equals = pair.firstIndex(of: "=") {
+                result[String(pair[..<equals])] = String(pair[pair.index(after: equals)...])
+            }
+            entry += 1
+        }
+        return result
+    }
+}
