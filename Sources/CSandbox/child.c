@@ -126,6 +126,13 @@ static void csb_child(const struct csb_child_plan *plan, int report_fd, pid_t pa
     }
 
     // seccomp last: from here on only the filter's allowed calls work.
+    if (plan->seccomp_guard != NULL) {
+        struct sock_fprog guard = {
+            .len = plan->seccomp_guard_length,
+            .filter = (struct sock_filter *)plan->seccomp_guard,
+        };
+        if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &guard) != 0) csb_child_fail(report_fd, CSB_STAGE_SECCOMP);
+    }
     if (plan->seccomp_filter != NULL) {
         struct sock_fprog prog = {
             .len = plan->seccomp_filter_length,

@@ -9,6 +9,7 @@
 #include <linux/seccomp.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
@@ -127,6 +128,28 @@ int csb_removexattr_fd(int fd, const char *name) {
     char path[32];
     csb_proc_fd_path(fd, path);
     return removexattr(path, name);
+}
+
+int csb_open_pty(int *master, int *terminal) {
+    int fd = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    char name[64];
+    if (grantpt(fd) != 0 || unlockpt(fd) != 0 || ptsname_r(fd, name, sizeof(name)) != 0) {
+        int saved = errno;
+        close(fd);
+        errno = saved;
+        return -1;
+    }
+    int other = open(name, O_RDWR | O_NOCTTY | O_CLOEXEC);
+    if (other < 0) {
+        int saved = errno;
+        close(fd);
+        errno = saved;
+        return -1;
+    }
+    *master = fd;
+    *terminal = other;
+    return 0;
 }
 
 int csb_memfd_create(const char *name) {

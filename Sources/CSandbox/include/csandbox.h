@@ -67,6 +67,8 @@ int csb_utimens_fd(int fd, const int64_t *times_sec_nsec);
 /// `setxattr(2)` / `removexattr(2)` through `/proc/self/fd/N`.
 int csb_setxattr_fd(int fd, const char *name, const void *value, size_t size, int flags);
 int csb_removexattr_fd(int fd, const char *name);
+/// `posix_openpt(3)` and the matching terminal, both close-on-exec (hidden from Swift by Glibc).
+int csb_open_pty(int *master, int *terminal);
 /// `memfd_create(2)` (hidden from Swift by Glibc).
 int csb_memfd_create(const char *name);
 
@@ -134,6 +136,8 @@ struct csb_child_plan {
     uint32_t restrict_flags;       // landlock_restrict_self flags
     const void *seccomp_filter;    // struct sock_filter[], or NULL
     unsigned short seccomp_filter_length;
+    const void *seccomp_guard;     // a second filter loaded before it, or NULL
+    unsigned short seccomp_guard_length;
     int seccomp_listener;          // ask for a user-notification listener
     int drop_capabilities;         // bounding, ambient, securebits: needs CAP_SETPCAP
     int last_capability;

@@ -19,6 +19,7 @@ extension ConfinementPlan {
             workingDirectory.withCString { cwd in
                 kept.withUnsafeBufferPointer { keptFDs in
                     (filter ?? []).withUnsafeBytes { bpf in
+                      (terminalGuard ?? []).withUnsafeBytes { guardBPF in
                         var plan = csb_child_plan()
                         plan.path = path
                         plan.argv = UnsafePointer(argv.pointer)
@@ -31,12 +32,15 @@ extension ConfinementPlan {
                         plan.restrict_flags = restrictFlags
                         plan.seccomp_filter = filter == nil ? nil : bpf.baseAddress
                         plan.seccomp_filter_length = UInt16(bpf.count / 8)
+                        plan.seccomp_guard = terminalGuard == nil ? nil : guardBPF.baseAddress
+                        plan.seccomp_guard_length = UInt16(guardBPF.count / 8)
                         plan.seccomp_listener = (filter != nil && superviseMetadata) ? 1 : 0
                         plan.drop_capabilities = Capabilities.canDropBoundingSet ? 1 : 0
                         plan.last_capability = Capabilities.lastCapability
                         plan.new_session = 1
                         plan.die_with_parent = request.dieWithParent ? 1 : 0
                         return csb_spawn_confined(&plan, &pid, &pidfd, &reportFD)
+                      }
                     }
                 }
             }

@@ -17,19 +17,24 @@ public final class ConfinementPlan: @unchecked Sendable {
     let ruleset: LandlockRuleset?
     let restrictFlags: UInt32
     let filter: [UInt8]?
+    let terminalGuard: [UInt8]?
     let superviseMetadata: Bool
     /// Folders in which the supervisor may change metadata, pinned open.
     let writableRoots: [OwnedDescriptor]
 
     public static let sandboxPath = "/usr/local/bin:/usr/bin:/bin"
 
-    public init(_ request: LaunchRequest) throws(SandboxError) {
+    public convenience init(_ request: LaunchRequest) throws(SandboxError) {
+        try self.init(request, features: .probe())
+    }
+
+    /// `features` is what the kernel offers; tests pass an older kernel's.
+    init(_ request: LaunchRequest, features: KernelFeatures) throws(SandboxError) {
         guard let name = request.command.first, !name.isEmpty else {
             throw .usage("no command given: put it after --, for example: sandboxed-run run --app com.example.memo -- /bin/sh")
         }
         self.request = request
         let policy = request.policy
-        let features = KernelFeatures.probe()
         let protections = features.protections(for: policy)
         report = EnforcementReport(features: .init(landlockABI: features.landlockABI), protections: protections)
         if request.compatibility == .hardRequirement, !report.missing.isEmpty {
@@ -61,8 +66,10 @@ public final class ConfinementPlan: @unchecked Sendable {
                 networkClient: policy.networkClient, networkServer: policy.networkServer,
                 extraSyscalls: policy.extraSyscalls, superviseMetadata: superviseMetadata)
             filter = try SyscallFilter(options: options).compile()
+            terminalGuard = SyscallFilter.terminalGuard()
         } else {
             filter = nil
+            terminalGuard = nil
         }
     }
 

@@ -154,11 +154,8 @@ struct SyscallFilter {
         }
 
         func addConditionalRules() throws(SandboxError) {
-            // TIOCSTI and TIOCLINUX push input into a terminal. The kernel reads
-            // the request as 32 bits, so compare only those (CVE-2019-10063).
-            for request: UInt64 in [0x5412, 0x541C] {
-                try add("ioctl", Self.errnoAction(EPERM), [Self.compare(1, SCMP_CMP_MASKED_EQ, 0xFFFF_FFFF, request)])
-            }
+            // Terminal injection is refused by `terminalGuard`, a filter of its own:
+            // libseccomp drops conditional rules next to an unconditional one.
             try add("ioctl", Self.allowAction)
 
             // Threads and processes, but no new namespaces.
@@ -208,6 +205,41 @@ struct SyscallFilter {
                 try add("personality", Self.allowAction, [Self.compare(0, SCMP_CMP_EQ, persona, 0)])
             }
         }
+    }
+
+    /// The ioctl requests that push input into a terminal: TIOCSTI and TIOCLINUX.
+    static let terminalInjection: [UInt32] = [0x5412, 0x541C]
+
+    /// A second, hand-written filter: EPERM for `ioctl` with a terminal
+    /// injection request, compared on the low 32 bits only, as the kernel
+    /// reads it (a 64-bit compare let `TIOCSTI | 1 << 32` through in
+    /// CVE-2019-10063). libseccomp cannot say "any value but these" on a
+    /// masked argument, so this is six instructions of classic BPF. The
+    /// kernel runs every filter and keeps the strictest answer.
+    static func terminalGuard() -> [UInt8] {
+        let load: UInt16 = 0x20  // BPF_LD | BPF_W | BPF_ABS
+        let jumpIfEqual: UInt16 = 0x15  // BPF_JMP | BPF_JEQ | BPF_K
+        let ret: UInt16 = 0x06  // BPF_RET | BPF_K
+        let ioctl = UInt32(bitPattern: seccomp_syscall_resolve_name("ioctl"))
+        // struct seccomp_data: nr at 0, arch at 4, args[1] at 24 (low word, little-endian).
+        let program: [(UInt16, UInt8, UInt8, UInt32)] = [
+            (load, 0, 0, 4),
+            (jumpIfEqual, 0, 5, seccomp_arch_native()),
+            (load, 0, 0, 0),
+            (jumpIfEqual, 0, 3, ioctl),
+            (load, 0, 0, 24),
+            (jumpIfEqual, 2, 0, terminalInjection[0]),
+            (jumpIfEqual, 1, 0, terminalInjection[1]),
+            (ret, 0, 0, allowAction),
+            (ret, 0, 0, errnoAction(EPERM)),
+        ]
+        var bytes: [UInt8] = []
+        for (code, jt, jf, k) in program {
+            withUnsafeBytes(of: code.littleEndian) { bytes += $0 }
+            bytes += [jt, jf]
+            withUnsafeBytes(of: k.littleEndian) { bytes += $0 }
+        }
+        return bytes
     }
 
     private func export(_ context: scmp_filter_ctx) throws(SandboxError) -> [UInt8] {

@@ -1,0 +1,159 @@
+import Foundation
+import Testing
+@testable import Sandbox
+
+/// Contents, names and metadata outside the policy's paths and the
+/// container stay out of reach. Each attack is shown to work unconfined.
+@Suite struct FileConfinementTests {
+    @Test func readingAFileOutsideIsRefused() throws {
+        let scratch = Scratch()
+        let secret = scratch.file("secret.txt", "the secret\n")
+        #expect(try Run.unconfined(["/bin/cat", secret]).stdout == "the secret\n")
+        let confined = try Run.confined(["/bin/cat", secret], in: scratch)
+        #expect(confined.termination == .exited(1))
+        #expect(confined.stdout.isEmpty)
+        #expect(confined.stderr.contains("Permission denied"))
+    }
+
+    @Test func listingAFolderOutsideIsRefused() throws {
+        let scratch = Scratch()
+        scratch.file("hidden-name.txt")
+        #expect(try Run.unconfined(["/bin/ls", scratch.path]).stdout.contains("hidden-name.txt"))
+        let confined = try Run.confined(["/bin/ls", scratch.path], in: scratch)
+        #expect(!confined.stdout.contains("hidden-name.txt"))
+        #expect(confined.stderr.contains("Permission denied"))
+    }
+
+    @Test func readingShadowIsRefusedEvenAsRoot() throws {
+        // /etc as a whole is not in the policy: only the files writers need.
+        let confined = try Run.confined(["/bin/cat", "/etc/shadow"], in: Scratch())
+        #expect(confined.termination != .exited(0))
+        #expect(confined.stdout.isEmpty)
+    }
+
+    @Test func writingCreatingAndDeletingOutsideAreRefused() throws {
+        let scratch = Scratch()
+        let victim = scratch.file("victim.txt", "keep me\n")
+        let code = Attack.prelude + """
+            attempt("append", lambda: open(sys.argv[1], "a").write("owned"))
+            attempt("create", lambda: open(sys.argv[2], "w").write("owned"))
+            attempt("unlink", lambda: os.unlink(sys.argv[1]))
+            attempt("rename", lambda: os.rename(sys.argv[1], sys.argv[1] + ".moved"))
+            attempt("truncate", lambda: os.truncate(sys.argv[1], 0))
+            attempt("tmp", lambda: open("/tmp/sandboxed-run-escape", "w"))
+            """
+        let args = [Run.python, "-c", code, victim, scratch.path + "/new.txt"]
+        let confined = try Run.confined(args, in: scratch)
+        #expect(confined.output == ["append EACCES", "create EACCES", "unlink EACCES", "rename EACCES", "truncate EACCES", "tmp EACCES"])
+        #expect(try String(contentsOfFile: victim, encoding: .utf8) == "keep me\n")
+        #expect(!FileManager.default.fileExists(atPath: scratch.path + "/new.txt"))
+
+        let unconfined = try Run.unconfined(args)
+        #expect(unconfined.output.prefix(2) == ["append ok", "create ok"])
+        try? FileManager.default.removeItem(atPath: "/tmp/sandboxed-run-escape")
+    }
+
+    @Test func metadataChangesOutsideAreRefused() throws {
+        let scratch = Scratch()
+        let victim = scratch.file("victim.txt")
+        chmod(victim, 0o600)
+        let code = Attack.prelude + """
+            path = sys.argv[1]
+            attempt("chmod", lambda: os.chmod(path, 0o777))
+            attempt("utime", lambda: os.utime(path, (0, 0)))
+            attempt("chown", lambda: os.chown(path, os.getuid(), os.getgid()))
+            attempt("setxattr", lambda: os.setxattr(path, "user.owned", b"1"))
+            fd = os.open(path, os.O_RDONLY)
+            attempt("fchmod", lambda: os.fchmod(fd, 0o777))
+            attempt("futimens", lambda: os.utime(fd, (0, 0)))
+            attempt("fsetxattr", lambda: os.setxattr(fd, "user.owned", b"1"))
+            """
+        let args = [Run.python, "-c", code, victim]
+        let before = try FileManager.default.attributesOfItem(atPath: victim)
+        let confined = try Run.confined(args, in: scratch)
+        // Reading the file is refused by Landlock, so the fd-based attacks
+        // cannot even start; the path-based ones reach the supervisor.
+        #expect(confined.output.prefix(4) == ["chmod EPERM", "utime EPERM", "chown EPERM", "setxattr EPERM"])
+        let after = try FileManager.default.attributesOfItem(atPath: victim)
+        #expect(after[.posixPermissions] as? Int == 0o600)
+        #expect(after[.modificationDate] as? Date == before[.modificationDate] as? Date)
+
+        let unconfined = try Run.unconfined(args)
+        #expect(unconfined.output == ["chmod ok", "utime ok", "chown ok", "setxattr ok", "fchmod ok", "futimens ok", "fsetxattr ok"])
+    }
+
+    @Test func metadataOfReadableSystemFilesCannotChange() throws {
+        // The sandbox may open /usr files (read-execute), so an fd-based
+        // chmod gets as far as the supervisor, which refuses it. A root
+        // child owns these files and would otherwise succeed.
+        let scratch = Scratch()
+        let code = Attack.prelude + """
+            fd = os.open("/usr/bin/true", os.O_RDONLY)
+            attempt("fchmod", lambda: os.fchmod(fd, 0o4755))
+            attempt("futimens", lambda: os.utime(fd, (0, 0)))
+            attempt("fchown", lambda: os.fchown(fd, os.getuid(), os.getgid()))
+            attempt("chmod-devnull", lambda: os.chmod("/dev/null", 0o600))
+            attempt("touch-passwd", lambda: os.utime("/etc/passwd"))
+            """
+        let before = try FileManager.default.attributesOfItem(atPath: "/usr/bin/true")
+        let confined = try Run.confinedPython(code, in: scratch)
+        #expect(confined.output == ["fchmod EPERM", "futimens EPERM", "fchown EPERM", "chmod-devnull EPERM", "touch-passwd EPERM"])
+        let after = try FileManager.default.attributesOfItem(atPath: "/usr/bin/true")
+        #expect(after[.posixPermissions] as? Int == before[.posixPermissions] as? Int)
+        #expect(after[.modificationDate] as? Date == before[.modificationDate] as? Date)
+    }
+
+    @Test func symlinkInsideToATargetOutsideDoesNotCarryMetadataChanges() throws {
+        let scratch = Scratch()
+        let victim = scratch.file("victim.txt")
+        chmod(victim, 0o600)
+        let code = Attack.prelude + """
+            os.symlink(sys.argv[1], "Documents/link")
+            attempt("chmod-through-link", lambda: os.chmod("Documents/link", 0o777))
+            attempt("utime-through-link", lambda: os.utime("Documents/link", (0, 0)))
+            attempt("lutime-link-itself", lambda: os.utime("Documents/link", (5, 5), follow_symlinks=False))
+            """
+        let confined = try Run.confined([Run.python, "-c", code, victim], in: scratch)
+        #expect(confined.output == ["chmod-through-link EPERM", "utime-through-link EPERM", "lutime-link-itself ok"])
+        #expect(try FileManager.default.attributesOfItem(atPath: victim)[.posixPermissions] as? Int == 0o600)
+    }
+
+    @Test func metadataChangesInsideTheContainerWork() throws {
+        let scratch = Scratch()
+        let code = Attack.prelude + """
+            open("Documents/note.md", "w").write("x")
+            attempt("chmod", lambda: os.chmod("Documents/note.md", 0o640))
+            attempt("utime", lambda: os.utime("Documents/note.md", (1000000000, 1000000000)))
+            attempt("setxattr", lambda: os.setxattr("Documents/note.md", "user.tag", b"blue"))
+            fd = os.open("Documents/note.md", os.O_RDONLY)
+            attempt("fchmod", lambda: os.fchmod(fd, 0o600))
+            attempt("dir-chmod", lambda: os.chmod("Documents", 0o700))
+            st = os.stat("Documents/note.md")
+            print(oct(st.st_mode & 0o777), int(st.st_mtime), os.getxattr("Documents/note.md", "user.tag"))
+            """
+        let confined = try Run.confinedPython(code, in: scratch)
+        #expect(confined.output == ["chmod ok", "utime ok", "setxattr ok", "fchmod ok", "dir-chmod ok", "0o600 1000000000 b'blue'"])
+    }
+
+    @Test func tmpIsNotTheHostsButTMPDIRIsPrivate() throws {
+        let scratch = Scratch()
+        let confined = try Run.confined(["/bin/sh", "-c", "echo x > /tmp/x; echo $? ; f=$(mktemp) && echo made $f"], in: scratch)
+        let container = try AppContainer.current(for: AppID("com.example.tests"), base: scratch.containers)
+        #expect(confined.output.first == "2")
+        #expect(confined.output.last?.hasPrefix("made \(container.temporary)/") == true)
+    }
+
+    @Test func handleBasedOpensAreRefused() throws {
+        let code = Attack.prelude + """
+            class FileHandle(ctypes.Structure):
+                _fields_ = [("size", ctypes.c_uint), ("type", ctypes.c_int), ("data", ctypes.c_ubyte * 128)]
+            h = FileHandle(); h.size = 128
+            mount = ctypes.c_int()
+            report("name_to_handle_at", libc.name_to_handle_at(-100, b"/usr", ctypes.byref(h), ctypes.byref(mount), 0))
+            report("open_by_handle_at", libc.open_by_handle_at(3, ctypes.byref(h), 0))
+            """
+        #expect(try Run.unconfinedPython(code).output.first == "name_to_handle_at ok")
+        let confined = try Run.confinedPython(code, in: Scratch())
+        #expect(confined.output == ["name_to_handle_at EPERM", "open_by_handle_at EPERM"])
+    }
+}

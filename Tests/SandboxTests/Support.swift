@@ -1,0 +1,120 @@
+import Foundation
+import Testing
+@testable import Sandbox
+
+/// What a command printed and how it ended.
+struct Outcome {
+    let termination: Termination
+    let stdout: String
+    let stderr: String
+
+    var output: [String] { stdout.split(separator: "\n").map(String.init) }
+}
+
+/// A scratch folder per test, removed afterwards: the host side of every attack.
+final class Scratch {
+    let path: String
+
+    init() {
+        path = NSTemporaryDirectory() + "sandboxed-run-tests-" + UUID().uuidString
+        try! FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+    }
+
+    deinit {
+        try? FileManager.default.removeItem(atPath: path)
+    }
+
+    /// Where this test's app containers live.
+    var containers: String { path + "/data" }
+
+    @discardableResult
+    func file(_ name: String, _ contents: String = "secret\n") -> String {
+        let file = path + "/" + name
+        FileManager.default.createFile(atPath: file, contents: Data(contents.utf8))
+        return file
+    }
+}
+
+enum Run {
+    static let python = "/usr/bin/python3"
+
+    /// Runs `command` confined, capturing its output through files (a pipe
+    /// could fill while the launcher serves the supervisor).
+    static func confined(
+        _ command: [String], in scratch: Scratch, policy: Policy = .defaultPolicy, app: String = "com.example.tests",
+        configure: (inout LaunchRequest) -> Void = { _ in }
+    ) throws -> Outcome {
+        var request = LaunchRequest(
+            app: try AppID(app), policy: policy, command: command, containerBase: scratch.containers,
+            hostEnvironment: ["LANG": "C.UTF-8", "SECRET_TOKEN": "hunter2"])
+        configure(&request)
+        let out = scratch.path + "/.stdout-" + UUID().uuidString
+        let err = scratch.path + "/.stderr-" + UUID().uuidString
+        let outFD = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        let errFD = open(err, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        let nullFD = open("/dev/null", O_RDONLY | O_CLOEXEC)
+        defer { close(outFD); close(errFD); close(nullFD) }
+        if request.standardInput == 0 { request.standardInput = nullFD }
+        request.standardOutput = outFD
+        request.standardError = errFD
+        let termination = try ConfinementPlan(request).launch().wait()
+        return Outcome(termination: termination, stdout: read(out), stderr: read(err))
+    }
+
+    /// Python code run confined: the attacks are easiest to say in Python.
+    static func confinedPython(
+        _ code: String, in scratch: Scratch, policy: Policy = .defaultPolicy,
+        configure: (inout LaunchRequest) -> Void = { _ in }
+    ) throws -> Outcome {
+        try confined([python, "-c", code], in: scratch, policy: policy, configure: configure)
+    }
+
+    /// The same command with no sandbox at all: proves the attack works, so
+    /// that the confined run's failure means something.
+    static func unconfined(_ command: [String], environment: [String: String]? = nil) throws -> Outcome {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: command[0])
+        process.arguments = Array(command.dropFirst())
+        if let environment { process.environment = environment }
+        let out = Pipe()
+        let err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        let stdout = out.fileHandleForReading.readDataToEndOfFile()
+        let stderr = err.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        let termination: Termination = process.terminationReason == .uncaughtSignal
+            ? .signaled(process.terminationStatus) : .exited(process.terminationStatus)
+        return Outcome(termination: termination, stdout: String(decoding: stdout, as: UTF8.self), stderr: String(decoding: stderr, as: UTF8.self))
+    }
+
+    static func unconfinedPython(_ code: String) throws -> Outcome {
+        try unconfined([python, "-c", code])
+    }
+
+    private static func read(_ path: String) -> String {
+        (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
+    }
+}
+
+/// Python that performs a syscall through ctypes and prints `ok` or the errno name.
+enum Attack {
+    static let prelude = """
+        import ctypes, errno, os, sys
+        libc = ctypes.CDLL(None, use_errno=True)
+        def report(label, result):
+            if result == -1 or result is None:
+                print(label, errno.errorcode.get(ctypes.get_errno(), ctypes.get_errno()))
+            else:
+                print(label, "ok")
+        def attempt(label, action):
+            try:
+                action()
+                print(label, "ok")
+            except OSError as e:
+                print(label, errno.errorcode.get(e.errno, e.errno))
+
+        """
+}
