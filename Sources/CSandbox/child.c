@@ -13,7 +13,9 @@
 #include <linux/securebits.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sched.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -151,6 +153,20 @@ static void csb_child(const struct csb_child_plan *plan, int report_fd, pid_t pa
     csb_child_fail(report_fd, CSB_STAGE_EXEC);
 }
 
+struct csb_child_args {
+    const struct csb_child_plan *plan;
+    int report_fd;
+    int sibling_fd;
+    pid_t parent;
+};
+
+static int csb_child_entry(void *opaque) {
+    const struct csb_child_args *args = opaque;
+    close(args->sibling_fd);
+    csb_child(args->plan, args->report_fd, args->parent);
+    _exit(127);  // not reached: csb_child execs or exits
+}
+
 int csb_spawn_confined(const struct csb_child_plan *plan, pid_t *pid, int *pidfd, int *report_fd) {
     int sockets[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sockets) != 0) return -1;
@@ -160,14 +176,19 @@ int csb_spawn_confined(const struct csb_child_plan *plan, pid_t *pid, int *pidfd
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
-    pid_t parent = getpid();
-    pid_t child = fork();
-    if (child == 0) {
-        close(sockets[0]);
-        csb_child(plan, sockets[1], parent);
-        _exit(127);  // not reached
+    // clone(CLONE_VM | CLONE_VFORK), as glibc's posix_spawn does: the child
+    // borrows our memory instead of copying the page tables of a large
+    // process, and we sleep until it execs or exits. It writes nothing of
+    // ours but errno, and has a copy of our fd table and signal handlers.
+    struct csb_child_args args = { .plan = plan, .report_fd = sockets[1], .sibling_fd = sockets[0], .parent = getpid() };
+    const size_t stack_size = 128 * 1024;
+    void *stack = mmap(NULL, stack_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+    pid_t child = -1;
+    if (stack != MAP_FAILED) {
+        child = clone(csb_child_entry, (char *)stack + stack_size, CLONE_VM | CLONE_VFORK | SIGCHLD, &args);
     }
     int saved = errno;
+    if (stack != MAP_FAILED) munmap(stack, stack_size);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     close(sockets[1]);
     if (child < 0) {

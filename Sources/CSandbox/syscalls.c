@@ -7,6 +7,7 @@
 #include <linux/capability.h>
 #include <linux/openat2.h>
 #include <linux/seccomp.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -223,9 +224,14 @@ int csb_forward_signals_to(pid_t pid) {
     action.sa_handler = pid >= 0 ? csb_forward_handler : SIG_DFL;
     action.sa_flags = SA_RESTART;
     sigemptyset(&action.sa_mask);
+    sigset_t set;
+    sigemptyset(&set);
     for (size_t i = 0; i < sizeof(forwarded) / sizeof(forwarded[0]); i++) {
         if (sigaction(forwarded[i], &action, NULL) != 0) return -1;
+        sigaddset(&set, forwarded[i]);
     }
+    // A launcher started with these blocked (as some supervisors do) would never see them.
+    if (pthread_sigmask(SIG_UNBLOCK, &set, NULL) != 0) return -1;
     int pending = (int)csb_forward_pending;
     if (pid > 0 && pending != 0) {
         csb_forward_pending = 0;

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The main job: builds sandboxed-run and shows the model on the embedded
+# default policy (writer), in a throwaway data folder.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps
+swift build -c release --static-swift-stdlib --product sandboxed-run >&2
+bin=".build/release/sandboxed-run"
+export XDG_DATA_HOME
+XDG_DATA_HOME="$(mktemp -d)"
+trap 'rm -rf "$XDG_DATA_HOME"' EXIT
+say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+run() { printf '$ %s\n' "$*"; "$@" || printf '(exit %d)\n' "$?"; }
+
+say "What this kernel enforces for the default policy"
+"$bin" doctor --policy writer | sed -n '1,3p;/policy/,$p'
+
+say "A memo writer appends to today's note in its own container"
+run "$bin" run --app com.example.memo -- /usr/bin/python3 - "Call the plumber" < Examples/memo-writer.py
+run "$bin" run --app com.example.memo -- /usr/bin/python3 - "Water the plants" < Examples/memo-writer.py
+run "$bin" run --app com.example.memo -- /bin/sh -c 'cat Documents/daily/*.md'
+
+say "The same tool, turned hostile, reaches nothing else"
+attack='
+for f in /etc/shadow "$REAL_HOME/.bash_history"; do cat "$f" >/dev/null 2>&1 && echo "read $f: YES" || echo "read $f: refused"; done
+{ echo owned > /tmp/owned; } 2>/dev/null && echo "write /tmp: YES" || echo "write /tmp: refused"
+chmod 777 /usr/bin/true 2>/dev/null && echo "chmod /usr/bin/true: YES" || echo "chmod /usr/bin/true: refused"
+touch /etc/passwd 2>/dev/null && echo "touch /etc/passwd: YES" || echo "touch /etc/passwd: refused"
+kill -0 1 2>/dev/null && echo "signal pid 1: YES" || echo "signal pid 1: refused"
+/usr/bin/python3 -c "import socket; socket.socket(socket.AF_UNIX)" 2>/dev/null && echo "unix socket: YES" || echo "unix socket: refused"'
+run "$bin" run --app com.example.memo --setenv "REAL_HOME=$HOME" -- /bin/sh -c "$attack"
+
+say "Why hardcoded paths fail: the container moves on reinstall, as on iOS"
+run "$bin" run --app com.example.paths -- /usr/bin/python3 - < Examples/hardcoded-path.py
+run "$bin" container reinstall --app com.example.paths
+run "$bin" run --app com.example.paths -- /usr/bin/python3 - < Examples/hardcoded-path.py

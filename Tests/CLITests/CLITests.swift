@@ -1,0 +1,176 @@
+import Foundation
+import Testing
+
+/// The `sandboxed-run` binary as users run it.
+enum CLI {
+    /// Built next to the test bundle by `swift build` / `swift test`.
+    static let binary: String = {
+        let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? ""
+        return URL(fileURLWithPath: exe).deletingLastPathComponent().appendingPathComponent("sandboxed-run").path
+    }()
+
+    struct Result {
+        let status: Int32
+        let stdout: String
+        let stderr: String
+    }
+
+    final class Home {
+        let path = NSTemporaryDirectory() + "sandboxed-run-cli-" + UUID().uuidString
+        init() { try! FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true) }
+        deinit { try? FileManager.default.removeItem(atPath: path) }
+        var environment: [String: String] { ["XDG_DATA_HOME": path + "/data", "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"] }
+    }
+
+    static func start(_ arguments: [String], home: Home) throws -> (Process, Pipe, Pipe) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: binary)
+        process.arguments = arguments
+        process.environment = home.environment
+        process.currentDirectoryURL = URL(fileURLWithPath: home.path)
+        let out = Pipe()
+        let err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        return (process, out, err)
+    }
+
+    static func run(_ arguments: [String], home: Home = Home()) throws -> Result {
+        let (process, out, err) = try start(arguments, home: home)
+        let stdout = out.fileHandleForReading.readDataToEndOfFile()
+        let stderr = err.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        let status = process.terminationReason == .uncaughtSignal ? 128 + process.terminationStatus : process.terminationStatus
+        return Result(status: status, stdout: String(decoding: stdout, as: UTF8.self), stderr: String(decoding: stderr, as: UTF8.self))
+    }
+}
+
+@Suite struct RunExitCodeTests {
+    @Test func theCommandsStatusIsTheLaunchersStatus() throws {
+        let result = try CLI.run(["run", "--app", "com.example.cli", "--", "/bin/sh", "-c", "echo out; echo err >&2; exit 7"])
+        #expect(result.status == 7)
+        #expect(result.stdout == "out\n")
+        #expect(result.stderr == "err\n")
+    }
+
+    @Test func deathBySignalIs128PlusN() throws {
+        #expect(try CLI.run(["run", "--app", "com.example.cli", "--", "/bin/sh", "-c", "kill -KILL $$"]).status == 137)
+    }
+
+    @Test func aMissingCommandIs127() throws {
+        let result = try CLI.run(["run", "--app", "com.example.cli", "--", "no-such-tool"])
+        #expect(result.status == 127)
+        #expect(result.stderr == "sandboxed-run: command not found: no-such-tool. Give a path, or a name found in the sandbox's PATH (/usr/local/bin:/usr/bin:/bin).\n")
+    }
+
+    @Test func aCommandTheSandboxMayNotExecuteIs126() throws {
+        let home = CLI.Home()
+        let tool = home.path + "/tool"
+        try FileManager.default.copyItem(atPath: "/bin/true", toPath: tool)
+        let result = try CLI.run(["run", "--app", "com.example.cli", "--", tool], home: home)
+        #expect(result.status == 126)
+        #expect(result.stderr.hasPrefix("sandboxed-run: cannot execute \(tool): permission denied."))
+    }
+
+    @Test(arguments: [
+        (["run", "--", "/bin/true"], "Missing expected argument '--app <app>'"),
+        (["run", "--app", "../escape", "--", "/bin/true"], "invalid app id '../escape'"),
+        (["run", "--app", "a"], "no command given"),
+        (["run", "--app", "a", "--policy", "/no/such/policy.plist", "--", "/bin/true"], "policy /no/such/policy.plist: cannot read it"),
+        (["run", "--app", "a", "--setenv", "NOVALUE", "--", "/bin/true"], "--setenv 'NOVALUE': write NAME=VALUE"),
+        (["run", "--app", "a", "--keep-fd", "917", "--", "/bin/true"], "--keep-fd 917: that descriptor is not open"),
+        (["frobnicate"], "Unexpected argument 'frobnicate'"),
+    ])
+    func badUsageIs125WithOneClearLine(arguments: [String], message: String) throws {
+        let result = try CLI.run(arguments)
+        #expect(result.status == 125)
+        #expect(result.stderr.hasPrefix("sandboxed-run: "))
+        #expect(result.stderr.contains(message), "\(result.stderr)")
+        #expect(result.stderr.filter { $0 == "\n" }.count == 1, "one line: \(result.stderr)")
+    }
+
+    @Test func aBadPolicyFileNamesTheFileAndKey() throws {
+        let home = CLI.Home()
+        let policy = home.path + "/bad.plist"
+        try #"{"com.apple.security.network.client": "sure"}"#.write(toFile: policy, atomically: true, encoding: .utf8)
+        let result = try CLI.run(["run", "--app", "a", "--policy", policy, "--", "/bin/true"], home: home)
+        #expect(result.status == 125)
+        #expect(result.stderr == "sandboxed-run: policy \(policy): key 'com.apple.security.network.client': expected a boolean (<true/> or <false/>), found string 'sure'\n")
+    }
+
+    @Test func anEntitlementsFileRunsWithWarningsForUnknownKeys() throws {
+        let home = CLI.Home()
+        let policy = home.path + "/App.entitlements"
+        try """
+            <?xml version="1.0" encoding="UTF-8"?>
+            <plist version="1.0"><dict>
+            <key>com.apple.security.app-sandbox</key><true/>
+            <key>com.apple.security.get-task-allow</key><true/>
+            </dict></plist>
+            """.write(toFile: policy, atomically: true, encoding: .utf8)
+        // An entitlements file names no system paths, so only a static program could run;
+        // the warning and a clean refusal to exec are what we check.
+        let result = try CLI.run(["run", "--app", "a", "--policy", policy, "--", "/bin/true"], home: home)
+        #expect(result.stderr.contains("warning: policy \(policy): ignoring com.apple.security.get-task-allow"))
+        #expect(result.status == 126)
+    }
+
+    @Test func reportSaysWhatIsEnforced() throws {
+        let result = try CLI.run(["run", "--app", "a", "--report", "--", "/bin/true"])
+        #expect(result.status == 0)
+        #expect(result.stderr.contains("enforced: seccomp-bpf syscall allow-list"))
+        #expect(!result.stderr.contains("NOT ENFORCED"))
+    }
+
+    @Test func helpIsNotAnError() throws {
+        let result = try CLI.run(["run", "--help"])
+        #expect(result.status == 0)
+        #expect(result.stdout.contains("--best-effort"))
+    }
+}
+
+@Suite struct SignalForwardingTests {
+    @Test(arguments: [SIGTERM, SIGINT, SIGHUP])
+    func aSignalToTheLauncherReachesTheCommand(signal: Int32) throws {
+        let home = CLI.Home()
+        let marker = "started"
+        let (process, out, _) = try CLI.start(
+            ["run", "--app", "a", "--", "/bin/sh", "-c", "echo \(marker); exec /bin/sleep 30"], home: home)
+        // Wait until the command runs: the launcher forwards from then on.
+        #expect(String(decoding: out.fileHandleForReading.availableData, as: UTF8.self) == "\(marker)\n")
+        let sent = Date()
+        kill(process.processIdentifier, signal)
+        process.waitUntilExit()
+        #expect(process.terminationReason == .exit)
+        #expect(process.terminationStatus == 128 + signal)
+        #expect(Date().timeIntervalSince(sent) < 10)
+    }
+}
+
+@Suite struct ContainerCommandTests {
+    @Test func pathIsStableAndReinstallMovesIt() throws {
+        let home = CLI.Home()
+        let first = try CLI.run(["container", "path", "--app", "com.example.memo"], home: home)
+        let again = try CLI.run(["container", "path", "--app", "com.example.memo"], home: home)
+        #expect(first.status == 0)
+        #expect(first.stdout == again.stdout)
+        #expect(first.stdout.hasPrefix(home.path + "/data/sandboxed-run/containers/com.example.memo/"))
+        let moved = try CLI.run(["container", "reinstall", "--app", "com.example.memo"], home: home)
+        #expect(moved.status == 0)
+        #expect(moved.stdout != first.stdout)
+        #expect(!FileManager.default.fileExists(atPath: first.stdout.trimmingCharacters(in: .newlines)))
+    }
+}
+
+@Suite struct DoctorTests {
+    @Test func doctorReportsTheKernelAndEveryPolicy() throws {
+        let result = try CLI.run(["doctor"])
+        #expect(result.status == 0)
+        #expect(result.stdout.contains("Landlock ABI: "))
+        for name in ["writer", "read-only", "networked"] {
+            #expect(result.stdout.contains("policy builtin:\(name):"))
+        }
+    }
+}
