@@ -12,12 +12,14 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
+        .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
     ],
     targets: [
         // Raw syscalls, copied kernel structs and the post-fork child.
         .target(name: "CSandbox"),
         .systemLibrary(name: "CSeccomp", pkgConfig: "libseccomp", providers: [.apt(["libseccomp-dev"])]),
         .systemLibrary(name: "CCap", pkgConfig: "libcap", providers: [.apt(["libcap-dev"])]),
+        .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         // The shipped policy files, embedded so the default needs no file at run time.
         .target(
             name: "Policies",
@@ -36,7 +38,15 @@ let package = Package(
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),
-        .target(name: "Grants", dependencies: ["Sandbox"]),
+        // Grants needs swift-crypto (BoringSSL, about two minutes to build): its own target.
+        .target(
+            name: "Grants",
+            dependencies: [
+                "Sandbox", "CSandbox", "CSQLite",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "SystemPackage", package: "swift-system"),
+            ]
+        ),
         .executableTarget(
             name: "sandboxed-run",
             dependencies: [
@@ -45,6 +55,7 @@ let package = Package(
             ]
         ),
         .testTarget(name: "SandboxTests", dependencies: ["Sandbox", "CSandbox"]),
+        .testTarget(name: "GrantsTests", dependencies: ["Grants", "Sandbox", "CSandbox"]),
         .testTarget(name: "CLITests", dependencies: ["sandboxed-run"]),
     ],
     swiftLanguageModes: [.v6]

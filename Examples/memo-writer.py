@@ -48,4 +48,4 @@ if __name__ == "__main__":
     if len(sys.argv) < 2:
         sys.exit("usage: memo-writer.py TEXT...")
     note = append_memo(" ".join(sys.argv[1:]))
-    print("appended to", os.path.relpath(note, os.environ["HOME"]))
+    print("appended to", os.path.relpath(note, vault()), "in", "the granted vault" if os.environ.get("SANDBOX_GRANT_VAULT") else "the container's Documents")

@@ -17,6 +17,7 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/statfs.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <sys/xattr.h>
@@ -150,6 +151,41 @@ int csb_open_pty(int *master, int *terminal) {
     }
     *master = fd;
     *terminal = other;
+    return 0;
+}
+
+_Static_assert(offsetof(struct csb_file_handle, f_handle) == offsetof(struct file_handle, f_handle), "file_handle");
+
+int csb_name_to_handle(int fd, struct csb_file_handle *handle, int *mount_id, int *is_fid) {
+    handle->handle_bytes = sizeof(handle->f_handle);
+    *is_fid = 0;
+    int rc = name_to_handle_at(fd, "", (struct file_handle *)handle, mount_id, AT_EMPTY_PATH);
+    if (rc != 0 && errno == EOPNOTSUPP) {
+        handle->handle_bytes = sizeof(handle->f_handle);
+        rc = name_to_handle_at(fd, "", (struct file_handle *)handle, mount_id, AT_EMPTY_PATH | 0x200 /* AT_HANDLE_FID */);
+        if (rc == 0) *is_fid = 1;
+    }
+    return rc;
+}
+
+int csb_open_by_handle(int mount_fd, struct csb_file_handle *handle) {
+    return open_by_handle_at(mount_fd, (struct file_handle *)handle, O_PATH | O_DIRECTORY | O_CLOEXEC);
+}
+
+int csb_filesystem_identity(int fd, uint64_t *fsid, uint64_t *type) {
+    struct statfs fs;
+    if (fstatfs(fd, &fs) != 0) return -1;
+    memcpy(fsid, &fs.f_fsid, sizeof(*fsid));
+    *type = (uint64_t)fs.f_type;
+    return 0;
+}
+
+int csb_birth_time(int fd, int64_t *seconds, uint32_t *nanoseconds) {
+    struct statx st;
+    if (statx(fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, STATX_BTIME, &st) != 0) return -1;
+    if (!(st.stx_mask & STATX_BTIME)) { errno = ENODATA; return -1; }
+    *seconds = st.stx_btime.tv_sec;
+    *nanoseconds = st.stx_btime.tv_nsec;
     return 0;
 }
 

@@ -32,6 +32,15 @@ struct Run: ParsableCommand {
     @Option(name: .customLong("keep-env"), help: "Pass this variable from your environment to the command. Repeatable.")
     var keptEnvironment: [String] = []
 
+    @Option(name: .customLong("grant"), help: "NAME=FILE: resolve the bookmark FILE and give the command its folder, as $SANDBOX_GRANT_NAME. Repeatable.")
+    var grants: [String] = []
+
+    @Option(help: "When a granted folder moved: fail, prompt (pick again), or follow (accept the move and rewrite the bookmark). Default: prompt on a terminal, else fail.")
+    var onStale: StaleChoice?
+
+    @Option(help: "When a grant's bookmark file does not exist: fail, or prompt (pick the folder now and write it).")
+    var onMissing: MissingChoice = .fail
+
     @Option(name: .customLong("chdir"), help: "The command's working directory (default: its container).")
     var workingDirectory: String?
 
@@ -48,6 +57,16 @@ struct Run: ParsableCommand {
         request.keptEnvironment = keptEnvironment
         request.workingDirectory = workingDirectory
         request.compatibility = bestEffort ? .bestEffort : .hardRequirement
+        if !grants.isEmpty {
+            let resolver = GrantResolver(
+                app: request.app, policy: policy, onStale: onStale ?? (GrantResolver.hasTerminal ? .prompt : .fail),
+                onMissing: onMissing)
+            for spec in grants {
+                let (rule, variable) = try resolver.resolve(spec)
+                request.folders.append(rule)
+                request.environment[variable] = rule.path
+            }
+        }
         for assignment in setEnvironment {
             guard let equals = assignment.firstIndex(of: "=") else {
                 throw SandboxError.usage("--setenv '\(assignment)': write NAME=VALUE")

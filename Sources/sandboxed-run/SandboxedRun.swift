@@ -1,5 +1,6 @@
 @preconcurrency import Glibc
 import ArgumentParser
+import Grants
 import Sandbox
 
 @main
@@ -12,7 +13,7 @@ struct SandboxedRun: ParsableCommand {
             125 when sandboxed-run itself failed (bad usage, bad policy, protection unavailable), \
             126 when the command cannot be executed, 127 when it was not found.
             """,
-        subcommands: [Run.self, Container.self, Doctor.self]
+        subcommands: [Run.self, Pick.self, Resolve.self, GrantsCommand.self, Container.self, Doctor.self]
     )
 
     /// Runs a command and turns every failure into one line on stderr and a documented exit code.
@@ -23,6 +24,9 @@ struct SandboxedRun: ParsableCommand {
         } catch let error as SandboxError {
             Console.error(error.description)
             Glibc.exit(error.exitCode)
+        } catch let error as GrantError {
+            Console.error(error.description)
+            Glibc.exit(error == .cancelled ? 1 : 125)
         } catch let error as ExitCode {
             Glibc.exit(error.rawValue)
         } catch {

@@ -72,6 +72,26 @@ int csb_open_pty(int *master, int *terminal);
 /// `memfd_create(2)` (hidden from Swift by Glibc).
 int csb_memfd_create(const char *name);
 
+// MARK: File identity
+
+/// `struct file_handle` with room for the largest handle (MAX_HANDLE_SZ).
+struct csb_file_handle {
+    uint32_t handle_bytes;
+    int32_t handle_type;
+    unsigned char f_handle[128];
+};
+/// `name_to_handle_at(fd, "", ..., AT_EMPTY_PATH)`; on filesystems that
+/// refuse plain handles (overlayfs) retries with `AT_HANDLE_FID` and sets
+/// `*is_fid`. Such a handle identifies but cannot be opened.
+int csb_name_to_handle(int fd, struct csb_file_handle *handle, int *mount_id, int *is_fid);
+/// `open_by_handle_at(mount_fd, handle, O_PATH | O_DIRECTORY)`: needs CAP_DAC_READ_SEARCH.
+int csb_open_by_handle(int mount_fd, struct csb_file_handle *handle);
+/// `fstatfs(2)`: the filesystem's f_fsid and f_type (hidden from Swift by Glibc).
+int csb_filesystem_identity(int fd, uint64_t *fsid, uint64_t *type);
+/// `statx(fd, "", AT_EMPTY_PATH, STATX_BTIME)`: 0 with the birth time, or
+/// -1 with ENODATA when the filesystem does not keep one.
+int csb_birth_time(int fd, int64_t *seconds, uint32_t *nanoseconds);
+
 // MARK: Processes
 
 /// `pidfd_open(2)`.

@@ -4,7 +4,7 @@ import SystemPackage
 /// Calls a libc-style function (-1 and errno on failure) once, retrying
 /// EINTR here so that no caller has to, and turns failure into `Errno`.
 @inline(__always)
-func syscallRetrying<T: FixedWidthInteger>(_ body: () -> T) throws(Errno) -> T {
+public func syscallRetrying<T: FixedWidthInteger>(_ body: () -> T) throws(Errno) -> T {
     while true {
         let result = body()
         if result >= 0 { return result }

@@ -1,0 +1,40 @@
+import SystemPackage
+
+/// Why the broker could not grant, list, revoke or write: what went wrong
+/// and what to do. Resolution outcomes are not errors: see `BookmarkStatus`.
+public enum GrantError: Error, Equatable, CustomStringConvertible, Sendable {
+    case folderNotFound(String)
+    case notADirectory(String)
+    /// The folder holds, or lies inside, sandboxed-run's own state or containers.
+    case protectedFolder(folder: String, protected: String)
+    /// The filesystem gives no file handle, so replacement could not be told apart.
+    case noFolderIdentity(folder: String, errno: Errno)
+    case stateDirectory(step: String, errno: Errno)
+    case ledger(String)
+    case keyring(String)
+    case bookmarkFile(path: String, problem: String)
+    case cancelled
+
+    public var description: String {
+        switch self {
+        case .folderNotFound(let path):
+            "no folder at \(path): check the path, or pick it again"
+        case .notADirectory(let path):
+            "\(path) is not a folder: grants are for folders"
+        case .protectedFolder(let folder, let protected):
+            "cannot grant \(folder): it would expose sandboxed-run's own \(protected) (keys, ledger or other apps' containers). Pick a folder that neither holds nor lies inside it."
+        case .noFolderIdentity(let folder, let errno):
+            "cannot grant \(folder): its filesystem gives no file handle (\(errno)), so a replaced folder could not be told from the original"
+        case .stateDirectory(let step, let errno):
+            "the grant state could not be used: \(step) failed: \(errno). Check $XDG_STATE_HOME/sandboxed-run (or ~/.local/state/sandboxed-run)."
+        case .ledger(let problem):
+            "the grant ledger failed: \(problem)"
+        case .keyring(let problem):
+            "the broker's keys failed: \(problem)"
+        case .bookmarkFile(let path, let problem):
+            "bookmark \(path): \(problem)"
+        case .cancelled:
+            "cancelled: no folder was granted"
+        }
+    }
+}

@@ -1,0 +1,209 @@
+@preconcurrency import Glibc
+import ArgumentParser
+import FoundationEssentials
+import Grants
+import Sandbox
+
+/// Where the broker keeps its state, and what it protects.
+enum Broker {
+    static func open() throws -> GrantBroker {
+        let environment = Environment.current
+        let state = try StateDirectory(path: try StateDirectory.defaultPath(environment: environment))
+        return try GrantBroker(state: state, protectedFolders: [try AppContainer.defaultBase(environment: environment)])
+    }
+
+    /// The picker: asks on the terminal, or takes `selected` as the user's choice.
+    static func pick(app: AppID, access: GrantAccess, selected: String?, startingAt start: String? = nil) throws -> GrantBroker.Issued {
+        let broker = try open()
+        let folder: String
+        if let selected {
+            folder = selected
+        } else {
+            let title = "sandboxed-run: choose a folder for \(app) (\(access.rawValue))"
+            let home = Environment.current["HOME"] ?? "/"
+            guard let chosen = try FolderPicker.choose(title: title, startingAt: start ?? currentDirectory() ?? home) else {
+                throw GrantError.cancelled
+            }
+            folder = chosen
+        }
+        return try broker.grant(app: app, folder: absolute(folder), access: access)
+    }
+
+    static func currentDirectory() -> String? {
+        guard let cwd = getcwd(nil, 0) else { return nil }
+        defer { free(cwd) }
+        return String(cString: cwd)
+    }
+
+    static func absolute(_ path: String) -> String {
+        path.hasPrefix("/") ? path : (currentDirectory() ?? "") + "/" + path
+    }
+
+    static func write(_ bookmark: [UInt8], to path: String) throws {
+        do {
+            try AtomicFile.write(bookmark, to: absolute(path))
+        } catch {
+            throw GrantError.bookmarkFile(path: path, problem: "could not be written: \(error)")
+        }
+    }
+
+    static func read(_ path: String) throws -> [UInt8] {
+        do {
+            return try AtomicFile.read(path)
+        } catch .noSuchFileOrDirectory {
+            throw GrantError.bookmarkFile(path: path, problem: "does not exist: make one with `sandboxed-run pick`")
+        } catch {
+            throw GrantError.bookmarkFile(path: path, problem: "could not be read: \(error)")
+        }
+    }
+}
+
+struct Pick: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Let the user choose a folder for an app; write the app's bookmark.",
+        discussion: """
+            Asks on the terminal (/dev/tty), which the app cannot drive. --select PATH chooses without \
+            asking, for scripts and tests. The bookmark is opaque and sealed: store it anywhere and \
+            pass it to `run --grant NAME=FILE`.
+            """
+    )
+    @OptionGroup var app: AppOptions
+    @Flag(help: "Grant read-only access.") var readOnly = false
+    @Option(name: .shortAndLong, help: "Where to write the bookmark (replaced atomically).") var output: String
+    @Option(help: "Choose this folder without asking.") var select: String?
+
+    func run() throws {
+        let issued = try Broker.pick(app: try app.appID(), access: readOnly ? .readOnly : .readWrite, selected: select)
+        try Broker.write(issued.bookmark, to: output)
+        Console.write("granted \(app.app) \(issued.access.rawValue) access to \(issued.path) (grant \(issued.id))\n")
+    }
+}
+
+struct Resolve: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Resolve a bookmark: fresh, moved, replaced, missing, revoked, wrong-app or invalid.",
+        discussion: "Exit codes: 0 fresh, 10 moved (stale), 11 replaced, 12 missing, 13 revoked, 14 wrong-app, 15 invalid, 125 usage."
+    )
+    @OptionGroup var app: AppOptions
+    @Flag(help: "Print JSON.") var json = false
+    @Flag(help: "If the folder moved, accept it: rewrite the bookmark with its new place.") var follow = false
+    @Argument(help: "The bookmark file.") var file: String
+
+    func run() throws {
+        let broker = try Broker.open()
+        let appID = try app.appID()
+        let resolution = try broker.resolve(try Broker.read(file), app: appID)
+        var renewed = false
+        if follow, resolution.isStale, resolution.status == .fresh || resolution.status == .moved {
+            try Broker.write(try broker.renew(resolution, app: appID), to: file)
+            renewed = true
+        }
+        if json {
+            print(JSON.encode(ResolveReport(
+                status: resolution.status.rawValue, message: resolution.message, isStale: resolution.isStale,
+                renewed: renewed, originalPath: resolution.originalPath, path: resolution.currentPath,
+                grant: resolution.grant?.id.hex, access: resolution.access?.rawValue, method: resolution.method?.description)))
+        } else {
+            print("\(resolution.status.rawValue): \(resolution.message)" + (renewed ? " (bookmark rewritten)" : ""))
+        }
+        throw ExitCode(renewed ? 0 : resolution.status.exitCode)
+    }
+}
+
+/// `resolve --json`: one object, absent fields omitted.
+struct ResolveReport: Encodable {
+    let status: String
+    let message: String
+    let isStale: Bool
+    let renewed: Bool
+    let originalPath: String?
+    let path: String?
+    let grant: String?
+    let access: String?
+    let method: String?
+}
+
+/// `grants list --json`: one object per grant.
+struct GrantReport: Encodable {
+    let id: String
+    let app: String
+    let access: String
+    let path: String
+    let created: Int64
+    let revoked: Int64?
+}
+
+struct GrantsCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "grants",
+        abstract: "List and revoke grants; rotate the broker's key.",
+        subcommands: [List.self, Revoke.self, RotateKey.self]
+    )
+
+    struct List: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Show who can reach what.")
+        @Option(help: "Only this app's grants.") var app: String?
+        @Flag(help: "Print JSON.") var json = false
+
+        func run() throws {
+            let records = try Broker.open().list(app: try app.map { try AppID($0) })
+            if json {
+                print(JSON.encode(records.map {
+                    GrantReport(id: $0.id.hex, app: $0.app, access: $0.access.rawValue, path: $0.path,
+                                created: $0.created, revoked: $0.revoked)
+                }))
+                return
+            }
+            if records.isEmpty { print("no grants"); return }
+            for record in records {
+                print("\(record.id)  \(record.app)  \(record.access.rawValue)  \(record.path)" + (record.revoked == nil ? "" : "  (revoked)"))
+            }
+        }
+    }
+
+    struct Revoke: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Revoke grants by id, app or folder; takes effect at the next launch.")
+        @Option(help: "A grant id (or a unique prefix), as `grants list` shows.") var grant: String?
+        @Option(help: "Every grant of this app.") var app: String?
+        @Option(help: "Every grant of this folder, for every app.") var folder: String?
+
+        func run() throws {
+            let broker = try Broker.open()
+            let count: Int
+            switch (grant, app, folder) {
+            case (let grant?, nil, nil): count = try broker.revoke(grant: grant)
+            case (nil, let app?, nil): count = try broker.revoke(app: try AppID(app))
+            case (nil, nil, let folder?): count = try broker.revoke(folder: Broker.absolute(folder))
+            default: throw ValidationError("give exactly one of --grant, --app or --folder")
+            }
+            print("revoked \(count) grant\(count == 1 ? "" : "s")")
+        }
+    }
+
+    struct RotateKey: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Seal new bookmarks with a new key.",
+            discussion: "Old bookmarks still resolve (as stale, to be re-saved) until --retire-old deletes the old keys; then they are invalid.")
+        @Flag(help: "Delete every key but the current one.") var retireOld = false
+
+        func run() throws {
+            let broker = try Broker.open()
+            if retireOld {
+                print("retired \(try broker.retireOldKeys()) old key(s)")
+            } else {
+                try broker.rotateKey()
+                print("rotated: new bookmarks use a new key")
+            }
+        }
+    }
+}
+
+/// JSON output, keys sorted so it is stable.
+enum JSON {
+    static func encode(_ value: some Encodable) -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return (try? encoder.encode(value)).map { String(decoding: $0, as: UTF8.self) } ?? "null"
+    }
+}
