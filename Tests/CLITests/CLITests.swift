@@ -19,7 +19,9 @@ enum CLI {
         let path = NSTemporaryDirectory() + "sandboxed-run-cli-" + UUID().uuidString
         init() { try! FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true) }
         deinit { try? FileManager.default.removeItem(atPath: path) }
-        var environment: [String: String] { ["XDG_DATA_HOME": path + "/data", "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"] }
+        var environment: [String: String] {
+            ["XDG_DATA_HOME": path + "/data", "XDG_STATE_HOME": path + "/state", "HOME": path, "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"]
+        }
     }
 
     static func start(_ arguments: [String], home: Home) throws -> (Process, Pipe, Pipe) {

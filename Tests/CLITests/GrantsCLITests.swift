@@ -1,0 +1,226 @@
+import Foundation
+import Testing
+
+/// Grants at launch: the only way into a user's folder.
+@Suite struct GrantsAtLaunchTests {
+    let home = CLI.Home()
+    var vault: String { home.path + "/Vault" }
+    var bookmark: String { home.path + "/vault.bookmark" }
+
+    init() throws {
+        try FileManager.default.createDirectory(atPath: home.path + "/Vault", withIntermediateDirectories: true)
+    }
+
+    func pick(_ extra: [String] = [], app: String = "com.example.memo") throws -> CLI.Result {
+        try CLI.run(["pick", "--app", app, "--select", vault, "-o", bookmark] + extra, home: home)
+    }
+
+    func run(_ command: [String], _ options: [String] = [], app: String = "com.example.memo") throws -> CLI.Result {
+        try CLI.run(["run", "--app", app, "--grant", "VAULT=\(bookmark)"] + options + ["--"] + command, home: home)
+    }
+
+    @Test func aGrantedFolderIsWritableAndNamedInTheEnvironment() throws {
+        #expect(try pick().status == 0)
+        let script = "echo \"- note\" >> \"$SANDBOX_GRANT_VAULT/today.md\" && chmod 600 \"$SANDBOX_GRANT_VAULT/today.md\" && echo $SANDBOX_GRANT_VAULT"
+        let result = try run(["/bin/sh", "-c", script])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout == vault + "\n")
+        #expect(try String(contentsOfFile: vault + "/today.md", encoding: .utf8) == "- note\n")
+        #expect(try FileManager.default.attributesOfItem(atPath: vault + "/today.md")[.posixPermissions] as? Int == 0o600)
+    }
+
+    @Test func withoutTheGrantTheFolderIsOutOfReach() throws {
+        FileManager.default.createFile(atPath: vault + "/secret.md", contents: Data("secret".utf8))
+        let result = try CLI.run(["run", "--app", "com.example.memo", "--", "/bin/cat", vault + "/secret.md"], home: home)
+        #expect(result.status == 1)
+        #expect(result.stderr.contains("Permission denied"))
+    }
+
+    @Test func aReadOnlyGrantCanBeReadButNotChanged() throws {
+        FileManager.default.createFile(atPath: vault + "/today.md", contents: Data("old\n".utf8))
+        #expect(try pick(["--read-only"]).status == 0)
+        let result = try run(["/bin/sh", "-c", "cat \"$SANDBOX_GRANT_VAULT/today.md\"; echo new >> \"$SANDBOX_GRANT_VAULT/today.md\" || echo refused; touch -d 2000-01-01 \"$SANDBOX_GRANT_VAULT/today.md\" || echo refused"])
+        #expect(result.stdout == "old\nrefused\nrefused\n")
+        #expect(try String(contentsOfFile: vault + "/today.md", encoding: .utf8) == "old\n")
+    }
+
+    @Test func theLedgerAndKeysStayOutOfReachOfAConfinedWriter() throws {
+        #expect(try pick().status == 0)
+        let state = home.path + "/state/sandboxed-run"
+        let attack = "cat \(state)/keys/*.key >/dev/null && echo key || echo no-key; cat \(state)/ledger.sqlite >/dev/null && echo ledger || echo no-ledger"
+        let unconfined = Process()
+        unconfined.executableURL = URL(fileURLWithPath: "/bin/sh")
+        unconfined.arguments = ["-c", attack]
+        let out = Pipe()
+        unconfined.standardOutput = out
+        try unconfined.run()
+        unconfined.waitUntilExit()
+        #expect(String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self) == "key\nledger\n")
+        #expect(try run(["/bin/sh", "-c", attack]).stdout == "no-key\nno-ledger\n")
+    }
+
+    @Test func aConfinedWriterCannotMintAGrantEvenByRunningSandboxedRun() throws {
+        #expect(try pick().status == 0)
+        // A policy that lets the writer execute sandboxed-run from the build folder (and read
+        // /proc, where the Swift runtime on Linux finds its arguments).
+        let folder = (CLI.binary as NSString).deletingLastPathComponent
+        // A debug build loads the Swift runtime from the toolchain: ask ldd where.
+        let ldd = Process()
+        ldd.executableURL = URL(fileURLWithPath: "/usr/bin/ldd")
+        ldd.arguments = [CLI.binary]
+        let libraries = Pipe()
+        ldd.standardOutput = libraries
+        try ldd.run()
+        ldd.waitUntilExit()
+        let runtime = Set(String(decoding: libraries.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            .split(separator: "\n").compactMap { line -> String? in
+                guard let path = line.split(separator: " ").first(where: { $0.hasPrefix("/") }) else { return nil }
+                return (String(path) as NSString).deletingLastPathComponent
+            }).sorted().map { "\"\($0)\"" }.joined(separator: ", ")
+        let policy = home.path + "/with-tool.json"
+        try """
+            {"com.apple.security.app-sandbox": true, "com.apple.security.files.user-selected.read-write": true,
+             "org.sandboxed-run.system-paths.read-execute": ["/usr", "/lib", "/lib64", "/bin", "\(folder)", \(runtime)],
+             "org.sandboxed-run.system-paths.read-only": ["/etc/ld.so.cache", "/etc/passwd", "/proc"],
+             "org.sandboxed-run.system-paths.read-write": ["/dev/null"]}
+            """.write(toFile: policy, atomically: true, encoding: .utf8)
+        let stolen = home.path + "/Vault/minted.bookmark"
+        // 1. With the real state directory: unreachable.
+        let real = try run(["/bin/sh", "-c", "XDG_STATE_HOME=\(home.path)/state \(CLI.binary) pick --app com.example.memo --select / -o \(stolen); echo $?"], ["--policy", policy])
+        #expect(real.stdout.hasSuffix("125\n"), "\(real.stdout) \(real.stderr)")
+        #expect(real.stderr.contains("the grant ledger failed") || real.stderr.contains("Permission denied"), "\(real.stderr)")
+        // 2. With a state of its own: it cannot even read a folder's identity, because the
+        //    sandbox refuses handle syscalls. (A blob sealed by any other key is invalid
+        //    to the broker: see BookmarkTamperingTests.)
+        let own = try run(["/bin/sh", "-c", "XDG_STATE_HOME=$HOME/Library \(CLI.binary) pick --app com.example.memo --select /root -o \(stolen); echo $?"], ["--policy", policy])
+        #expect(own.stdout.hasSuffix("125\n"), "\(own.stdout) \(own.stderr)")
+        #expect(own.stderr.contains("gives no file handle (Operation not permitted)"))
+        #expect(!FileManager.default.fileExists(atPath: stolen))
+    }
+
+    @Test func anotherAppsBookmarkIsRefused() throws {
+        #expect(try pick().status == 0)
+        let result = try run(["/bin/true"], app: "com.example.thief")
+        #expect(result.status == 125)
+        #expect(result.stderr.contains("wrong-app"))
+    }
+
+    @Test func aMovedFolderFailsWithoutATerminalAndIsFollowedWhenAsked() throws {
+        #expect(try pick().status == 0)
+        let moved = home.path + "/Vault-moved"
+        #expect(rename(vault, moved) == 0)
+        let refused = try run(["/bin/true"])
+        #expect(refused.status == 125)
+        #expect(refused.stderr.contains("Reconnect your folder: it moved to \(moved)"))
+        #expect(refused.stderr.contains("--on-stale follow"))
+
+        let followed = try run(["/bin/sh", "-c", "echo $SANDBOX_GRANT_VAULT"], ["--on-stale", "follow"])
+        #expect(followed.status == 0)
+        #expect(followed.stdout == moved + "\n")
+        let resolved = try CLI.run(["resolve", "--app", "com.example.memo", bookmark], home: home)
+        #expect(resolved.status == 0, "the bookmark was rewritten: \(resolved.stdout)")
+    }
+
+    @Test func replacedAndRevokedGrantsAreNeverFollowed() throws {
+        #expect(try pick().status == 0)
+        #expect(rmdir(vault) == 0 && mkdir(vault, 0o755) == 0)
+        let replaced = try run(["/bin/true"], ["--on-stale", "follow"])
+        #expect(replaced.status == 125)
+        #expect(replaced.stderr.contains("replaced:"))
+
+        #expect(try pick().status == 0)
+        #expect(try CLI.run(["grants", "revoke", "--app", "com.example.memo"], home: home).stdout == "revoked 2 grants\n")
+        let revoked = try run(["/bin/true"], ["--on-stale", "follow"])
+        #expect(revoked.status == 125)
+        #expect(revoked.stderr.contains("revoked:"))
+    }
+
+    @Test func aMissingBookmarkFileSaysHowToMakeOne() throws {
+        let result = try run(["/bin/true"])
+        #expect(result.status == 125)
+        #expect(result.stderr.contains("no bookmark there yet: make one with `sandboxed-run pick --app com.example.memo -o \(bookmark)`"))
+    }
+
+    @Test func aReadOnlyPolicyMakesAGrantReadOnly() throws {
+        #expect(try pick().status == 0)
+        let result = try run(["/bin/sh", "-c", "touch \"$SANDBOX_GRANT_VAULT/x\" 2>/dev/null || echo refused"], ["--policy", "read-only"])
+        #expect(result.stdout == "refused\n")
+        #expect(result.stderr.contains("allows user-selected folders read-only"))
+    }
+
+    @Test func resolveHasAnExitCodeAndJSONStatusPerClass() throws {
+        #expect(try pick().status == 0)
+        let fresh = try CLI.run(["resolve", "--app", "com.example.memo", "--json", bookmark], home: home)
+        #expect(fresh.status == 0)
+        #expect(fresh.stdout.contains(#""status":"fresh""#))
+        #expect(rename(vault, vault + "2") == 0)
+        #expect(try CLI.run(["resolve", "--app", "com.example.memo", bookmark], home: home).status == 10)
+        #expect(try CLI.run(["resolve", "--app", "com.example.other", bookmark], home: home).status == 14)
+        try Data("garbage".utf8).write(to: URL(fileURLWithPath: bookmark))
+        #expect(try CLI.run(["resolve", "--app", "com.example.memo", bookmark], home: home).status == 15)
+    }
+
+    @Test func grantsListShowsWhoCanReachWhat() throws {
+        #expect(try pick().status == 0)
+        let list = try CLI.run(["grants", "list", "--json"], home: home)
+        #expect(list.status == 0)
+        #expect(list.stdout.contains(#""app":"com.example.memo""#))
+        #expect(list.stdout.contains(#""path":"\#(vault)""#))
+    }
+}
+
+/// The picker on a real terminal, driven through a pty.
+@Suite struct PickerTests {
+    func drive(_ keys: String, home: CLI.Home) throws -> (Int32, String) {
+        let driver = """
+            import os, pty, sys, time
+            pid, fd = pty.fork()
+            if pid == 0:
+                os.chdir(sys.argv[2])
+                os.execv(sys.argv[1], [sys.argv[1], "pick", "--app", "com.example.memo", "-o", sys.argv[2] + "/picked.bookmark"])
+            screen = b""
+            for key in sys.argv[3].split(","):
+                time.sleep(0.3)
+                os.write(fd, {"down": b"\\x1b[B", "enter": b"\\r", "space": b" ", "q": b"q", "left": b"\\x1b[D"}[key])
+            while True:
+                try:
+                    chunk = os.read(fd, 4096)
+                except OSError:
+                    break
+                if not chunk:
+                    break
+                screen += chunk
+            _, status = os.waitpid(pid, 0)
+            print(os.waitstatus_to_exitcode(status))
+            """
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        process.arguments = ["-c", driver, CLI.binary, home.path, keys]
+        process.environment = home.environment
+        let out = Pipe()
+        process.standardOutput = out
+        try process.run()
+        process.waitUntilExit()
+        let lines = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        return (Int32(lines.trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1, lines)
+    }
+
+    @Test func theUserBrowsesAndChoosesAFolder() throws {
+        let home = CLI.Home()
+        for name in ["alpha", "beta"] {
+            try FileManager.default.createDirectory(atPath: home.path + "/" + name, withIntermediateDirectories: true)
+        }
+        // Home holds alpha, beta (and data/state once used): down once is beta.
+        let (status, _) = try drive("down,enter,space", home: home)
+        #expect(status == 0)
+        let resolved = try CLI.run(["resolve", "--app", "com.example.memo", "--json", home.path + "/picked.bookmark"], home: home)
+        #expect(resolved.stdout.contains(#""path":"\#(home.path)/beta""#), "\(resolved.stdout)")
+    }
+
+    @Test func cancellingGrantsNothing() throws {
+        let home = CLI.Home()
+        let (status, _) = try drive("q", home: home)
+        #expect(status == 1)
+        #expect(!FileManager.default.fileExists(atPath: home.path + "/picked.bookmark"))
+    }
+}
