@@ -12,7 +12,7 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
-        .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
+        .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
     ],
     targets: [
         // Raw syscalls, copied kernel structs and the post-fork child.
@@ -53,6 +53,12 @@ let package = Package(
                 "Sandbox", "Grants",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
+        ),
+        .executableTarget(name: "grants-benchmark", dependencies: ["Grants", "Sandbox"], path: "Benchmarks/GrantsBenchmark"),
+        .executableTarget(
+            name: "bookmark-fuzzer",
+            dependencies: ["Grants", "Sandbox", .product(name: "Crypto", package: "swift-crypto")],
+            path: "Fuzz/BookmarkFuzzer"
         ),
         .testTarget(name: "SandboxTests", dependencies: ["Sandbox", "CSandbox"]),
         .testTarget(name: "GrantsTests", dependencies: ["Grants", "Sandbox", "CSandbox"]),

@@ -6,9 +6,10 @@ cd "$(dirname "$0")/.."
 scripts/install-deps
 swift build -c release --static-swift-stdlib --product sandboxed-run >&2
 bin=".build/release/sandboxed-run"
-export XDG_DATA_HOME
-XDG_DATA_HOME="$(mktemp -d)"
-trap 'rm -rf "$XDG_DATA_HOME"' EXIT
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+export XDG_DATA_HOME="$work/data" XDG_STATE_HOME="$work/state"
+mkdir -p "$work/Vault"
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 run() { printf '$ %s\n' "$*"; "$@" || printf '(exit %d)\n' "$?"; }
 
@@ -34,3 +35,13 @@ say "Why hardcoded paths fail: the container moves on reinstall, as on iOS"
 run "$bin" run --app com.example.paths -- /usr/bin/python3 - < Examples/hardcoded-path.py
 run "$bin" container reinstall --app com.example.paths
 run "$bin" run --app com.example.paths -- /usr/bin/python3 - < Examples/hardcoded-path.py
+
+say "The only way into your folder: you pick it, the app gets an opaque bookmark"
+run "$bin" pick --app com.example.memo --select "$work/Vault" -o "$work/vault.bookmark"
+run "$bin" run --app com.example.memo --grant "VAULT=$work/vault.bookmark" -- /usr/bin/python3 - "Granted vault works" < Examples/memo-writer.py
+run cat "$work/Vault/daily/"*.md
+run "$bin" run --app com.example.thief --grant "VAULT=$work/vault.bookmark" -- /bin/true
+run "$bin" grants list
+
+say "Stale bookmarks: moved folders are noticed, replaced ones are never followed"
+Examples/stale-bookmark-recovery.sh "$bin"

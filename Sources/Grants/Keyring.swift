@@ -5,10 +5,12 @@ import SystemPackage
 /// The broker's sealing keys: `keys/<id>.key` (32 random bytes, 0600) and
 /// `keys/current`. Rotation adds a key and makes it current; old keys still
 /// open old bookmarks (which then resolve as stale, to be re-saved) until
-/// they are retired.
-struct Keyring {
+/// they are retired. Keys are read once per keyring; a broker is short-lived.
+final class Keyring {
     typealias KeyID = [UInt8]  // 8 bytes
     let folder: String
+    private var cache: [KeyID: SymmetricKey] = [:]
+    private var currentID: KeyID?
 
     init(state: StateDirectory) {
         folder = state.path + "/keys"
@@ -16,9 +18,11 @@ struct Keyring {
 
     /// The current key, created on first use.
     func current() throws(GrantError) -> (id: KeyID, key: SymmetricKey) {
+        if let currentID, let key = cache[currentID] { return (currentID, key) }
         if let text = try? AtomicFile.read(folder + "/current", limit: 64),
            let id = Self.decodeHex(String(decoding: text, as: UTF8.self).trimmingTrailingNewline),
            let key = try key(id) {
+            currentID = id
             return (id, key)
         }
         return try rotate()
@@ -26,6 +30,7 @@ struct Keyring {
 
     func key(_ id: KeyID) throws(GrantError) -> SymmetricKey? {
         guard id.count == 8 else { return nil }
+        if let cached = cache[id] { return cached }
         let bytes: [UInt8]
         do {
             bytes = try AtomicFile.read(folder + "/" + Self.hex(id) + ".key", limit: 64)
@@ -35,7 +40,9 @@ struct Keyring {
             throw .keyring("reading key \(Self.hex(id)): \(error)")
         }
         guard bytes.count == 32 else { throw .keyring("key \(Self.hex(id)) is damaged (\(bytes.count) bytes)") }
-        return SymmetricKey(data: bytes)
+        let key = SymmetricKey(data: bytes)
+        cache[id] = key
+        return key
     }
 
     /// Makes a new key current; returns it.
@@ -50,6 +57,8 @@ struct Keyring {
         } catch {
             throw .keyring("writing a new key: \(error)")
         }
+        cache[id] = key
+        currentID = id
         return (id, key)
     }
 
@@ -63,6 +72,7 @@ struct Keyring {
             let name = withUnsafeBytes(of: entry.pointee.d_name) { String(cString: $0.bindMemory(to: CChar.self).baseAddress!) }
             guard name.hasSuffix(".key"), name != current + ".key" else { continue }
             if unlink(folder + "/" + name) == 0 { retired += 1 }
+            cache[Self.decodeHex(String(name.dropLast(4))) ?? []] = nil
         }
         return retired
     }
