@@ -62,7 +62,7 @@ let package = Package(
         ),
         .testTarget(name: "SandboxTests", dependencies: ["Sandbox", "CSandbox"]),
         .testTarget(name: "GrantsTests", dependencies: ["Grants", "Sandbox", "CSandbox"]),
-        .testTarget(name: "CLITests", dependencies: ["sandboxed-run"]),
+        .testTarget(name: "CLITests", dependencies: ["sandboxed-run", "grants-benchmark"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -224,3 +224,39 @@ import Testing
         #expect(!FileManager.default.fileExists(atPath: home.path + "/picked.bookmark"))
     }
 }
+
+/// A crash while the ledger is being written leaves it whole.
+@Suite struct LedgerCrashTests {
+    @Test func killingTheWriterMidTransactionLosesNoConsistency() throws {
+        let home = CLI.Home()
+        let state = home.path + "/state/sandboxed-run"
+        // grants-benchmark writes grants in transactions of 50,000.
+        let filler = Process()
+        filler.executableURL = URL(fileURLWithPath: (CLI.binary as NSString).deletingLastPathComponent + "/grants-benchmark")
+        filler.arguments = [state, home.path + "/work", "400000"]
+        filler.standardOutput = FileHandle.nullDevice
+        try filler.run()
+        Thread.sleep(forTimeInterval: 2.5)
+        kill(filler.processIdentifier, SIGKILL)
+        filler.waitUntilExit()
+        #expect(filler.terminationReason == .uncaughtSignal, "it finished before the kill: nothing was tested")
+
+        func sqlite(_ sql: String) throws -> String {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
+            process.arguments = [state + "/ledger.sqlite", sql]
+            let out = Pipe()
+            process.standardOutput = out
+            try process.run()
+            process.waitUntilExit()
+            return String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        #expect(try sqlite("PRAGMA integrity_check") == "ok")
+        let count = try #require(Int(try sqlite("SELECT count(*) FROM grants")))
+        #expect(count % 50_000 == 0, "only whole transactions: \(count)")
+        // And the broker goes on working with it.
+        try FileManager.default.createDirectory(atPath: home.path + "/Vault", withIntermediateDirectories: true)
+        #expect(try CLI.run(["pick", "--app", "com.example.memo", "--select", home.path + "/Vault", "-o", home.path + "/v.bm"], home: home).status == 0)
+        #expect(try CLI.run(["resolve", "--app", "com.example.memo", home.path + "/v.bm"], home: home).status == 0)
+    }
+}
