@@ -70,14 +70,9 @@ struct FolderLocator {
                 if let candidate = try? FolderIdentity.of(fd, path: folder), candidate.isSameFolder(as: identity) {
                     return (fd, folder, .boundedSearch(visited: visited))
                 }
-                guard let dir = opendir(folder) else { continue }
-                while let entry = readdir(dir) {
-                    guard entry.pointee.d_type == DT_DIR else { continue }
-                    let name = withUnsafeBytes(of: entry.pointee.d_name) { String(cString: $0.bindMemory(to: CChar.self).baseAddress!) }
-                    if name == "." || name == ".." { continue }
-                    queue.append(folder == "/" ? "/" + name : folder + "/" + name)
+                for entry in (try? directoryEntries(folder)) ?? [] where entry.isDirectory {
+                    queue.append(folder == "/" ? "/" + entry.name : folder + "/" + entry.name)
                 }
-                closedir(dir)
             }
         }
         return nil

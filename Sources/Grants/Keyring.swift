@@ -1,5 +1,6 @@
 @preconcurrency import Glibc
 import Crypto
+import Sandbox
 import SystemPackage
 
 /// The broker's sealing keys: `keys/<id>.key` (32 random bytes, 0600) and
@@ -65,11 +66,10 @@ final class Keyring {
     /// Deletes every key but the current one: bookmarks sealed with them become invalid.
     func retireOldKeys() throws(GrantError) -> Int {
         let current = Self.hex(try self.current().id)
-        guard let dir = opendir(folder) else { throw .keyring("reading \(folder): \(Errno(rawValue: errno))") }
-        defer { closedir(dir) }
+        let names: [String]
+        do { names = try directoryEntries(folder).map(\.name) } catch { throw .keyring("reading \(folder): \(error)") }
         var retired = 0
-        while let entry = readdir(dir) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(cString: $0.bindMemory(to: CChar.self).baseAddress!) }
+        for name in names {
             guard name.hasSuffix(".key"), name != current + ".key" else { continue }
             if unlink(folder + "/" + name) == 0 { retired += 1 }
             cache[Self.decodeHex(String(name.dropLast(4))) ?? []] = nil

@@ -85,12 +85,11 @@ public struct AppContainer: Sendable, Equatable {
     /// Install ids are the visible subfolders; more than one means someone
     /// meddled, and guessing would hand the app the wrong data.
     private static func installIDs(in folder: String) throws(SandboxError) -> [String] {
-        guard let dir = opendir(folder) else { throw .setup(step: "reading \(folder)", errno: Errno(rawValue: errno)) }
-        defer { closedir(dir) }
-        var ids: [String] = []
-        while let entry = readdir(dir) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(cString: $0.bindMemory(to: CChar.self).baseAddress!) }
-            if !name.hasPrefix(".") { ids.append(name) }
+        let ids: [String]
+        do {
+            ids = try directoryEntries(folder).map(\.name).filter { !$0.hasPrefix(".") }
+        } catch {
+            throw .setup(step: "reading \(folder)", errno: error)
         }
         if ids.count > 1 {
             throw .usage("\(folder) holds several containers (\(ids.sorted().joined(separator: ", "))): keep the right one and move the others away")

@@ -1,5 +1,6 @@
 @preconcurrency import Glibc
 import Grants
+import Sandbox
 
 /// The terminal folder picker. It talks to the user through /dev/tty, not
 /// stdin/stdout, so the app that asked cannot type or read its answers.
@@ -62,14 +63,10 @@ struct FolderPicker {
     }
 
     private func subfolders() -> [String] {
-        guard let dir = opendir(current) else { return [] }
-        defer { closedir(dir) }
-        var names: [String] = []
-        while let entry = readdir(dir) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(cString: $0.bindMemory(to: CChar.self).baseAddress!) }
-            if name == "." || name == ".." || (!showHidden && name.hasPrefix(".")) { continue }
+        // stat, not d_type: a symlink to a folder is a folder to a person.
+        let names = ((try? directoryEntries(current)) ?? []).map(\.name).filter { name in
             var st = stat()
-            if stat(join(current, name), &st) == 0, st.st_mode & S_IFMT == S_IFDIR { names.append(name) }
+            return (showHidden || !name.hasPrefix(".")) && stat(join(current, name), &st) == 0 && st.st_mode & S_IFMT == S_IFDIR
         }
         return names.sorted { $0.lowercased() < $1.lowercased() }
     }

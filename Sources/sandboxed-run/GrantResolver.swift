@@ -17,6 +17,7 @@ struct GrantResolver {
     let policy: Policy
     let onStale: StaleChoice
     let onMissing: MissingChoice
+    let broker: GrantBroker
 
     static var hasTerminal: Bool {
         guard isatty(0) == 1 else { return false }
@@ -36,13 +37,11 @@ struct GrantResolver {
         guard let allowed = GrantAccess.readWrite.pathAccess(allowedBy: policy) else {
             throw fail("policy \(policy.source) takes no user-selected folders (com.apple.security.files.user-selected.read-write or read-only)")
         }
-        let broker = try Broker.open()
-
         if access(file, F_OK) != 0 {
             guard onMissing == .prompt else {
                 throw fail("no bookmark there yet: make one with `sandboxed-run pick --app \(app) -o \(file)`, or pass --on-missing prompt")
             }
-            let issued = try Broker.pick(app: app, access: allowed == .readWrite ? .readWrite : .readOnly, selected: nil)
+            let issued = try Broker.pick(app: app, access: allowed == .readWrite ? .readWrite : .readOnly, selected: nil, broker: broker)
             try Broker.write(issued.bookmark, to: file)
         }
 
@@ -57,7 +56,7 @@ struct GrantResolver {
             Console.warning("grant \(name): \(resolution.message) (--on-stale follow rewrites it)")
         case (.moved, .prompt):
             let start = resolution.currentPath.map { String($0[..<($0.lastIndex(of: "/") ?? $0.endIndex)]) }
-            let issued = try Broker.pick(app: app, access: resolution.access ?? .readOnly, selected: nil, startingAt: start)
+            let issued = try Broker.pick(app: app, access: resolution.access ?? .readOnly, selected: nil, startingAt: start, broker: broker)
             try Broker.write(issued.bookmark, to: file)
             resolution = try broker.resolve(issued.bookmark, app: app)
             guard resolution.status == .fresh else { throw fail(resolution.message) }

@@ -13,8 +13,10 @@ enum Broker {
     }
 
     /// The picker: asks on the terminal, or takes `selected` as the user's choice.
-    static func pick(app: AppID, access: GrantAccess, selected: String?, startingAt start: String? = nil) throws -> GrantBroker.Issued {
-        let broker = try open()
+    static func pick(
+        app: AppID, access: GrantAccess, selected: String?, startingAt start: String? = nil, broker: GrantBroker? = nil
+    ) throws -> GrantBroker.Issued {
+        let broker = try broker ?? open()
         let folder: String
         if let selected {
             folder = selected

@@ -60,7 +60,7 @@ struct Run: ParsableCommand {
         if !grants.isEmpty {
             let resolver = GrantResolver(
                 app: request.app, policy: policy, onStale: onStale ?? (GrantResolver.hasTerminal ? .prompt : .fail),
-                onMissing: onMissing)
+                onMissing: onMissing, broker: try Broker.open())
             for spec in grants {
                 let (rule, variable) = try resolver.resolve(spec)
                 request.folders.append(rule)

@@ -15,32 +15,36 @@ extension ConfinementPlan {
         var pid: pid_t = 0
         var pidfd: CInt = -1
         var reportFD: CInt = -1
+        // Every pointer the child reads stays valid until csb_spawn_confined
+        // returns: with CLONE_VFORK the child has exec'd or exited by then.
+        let filterBytes = filter ?? []
+        let guardBytes = terminalGuard ?? []
         let spawned: CInt = executable.withCString { path in
             workingDirectory.withCString { cwd in
                 kept.withUnsafeBufferPointer { keptFDs in
-                    (filter ?? []).withUnsafeBytes { bpf in
-                      (terminalGuard ?? []).withUnsafeBytes { guardBPF in
-                        var plan = csb_child_plan()
-                        plan.path = path
-                        plan.argv = UnsafePointer(argv.pointer)
-                        plan.envp = UnsafePointer(envp.pointer)
-                        plan.working_directory = cwd
-                        plan.stdio = (request.standardInput, request.standardOutput, request.standardError)
-                        plan.kept_fds = keptFDs.baseAddress
-                        plan.kept_fds_count = CInt(keptFDs.count)
-                        plan.ruleset_fd = ruleset?.descriptor.rawValue ?? -1
-                        plan.restrict_flags = restrictFlags
-                        plan.seccomp_filter = filter == nil ? nil : bpf.baseAddress
-                        plan.seccomp_filter_length = UInt16(bpf.count / 8)
-                        plan.seccomp_guard = terminalGuard == nil ? nil : guardBPF.baseAddress
-                        plan.seccomp_guard_length = UInt16(guardBPF.count / 8)
-                        plan.seccomp_listener = (filter != nil && superviseMetadata) ? 1 : 0
-                        plan.drop_capabilities = Capabilities.canDropBoundingSet ? 1 : 0
-                        plan.last_capability = Capabilities.lastCapability
-                        plan.new_session = 1
-                        plan.die_with_parent = request.dieWithParent ? 1 : 0
-                        return csb_spawn_confined(&plan, &pid, &pidfd, &reportFD)
-                      }
+                    filterBytes.withUnsafeBytes { bpf in
+                        guardBytes.withUnsafeBytes { guardBPF in
+                            var plan = csb_child_plan()
+                            plan.path = path
+                            plan.argv = UnsafePointer(argv.pointer)
+                            plan.envp = UnsafePointer(envp.pointer)
+                            plan.working_directory = cwd
+                            plan.stdio = (request.standardInput, request.standardOutput, request.standardError)
+                            plan.kept_fds = keptFDs.baseAddress
+                            plan.kept_fds_count = CInt(keptFDs.count)
+                            plan.ruleset_fd = ruleset?.descriptor.rawValue ?? -1
+                            plan.restrict_flags = restrictFlags
+                            plan.seccomp_filter = filter == nil ? nil : bpf.baseAddress
+                            plan.seccomp_filter_length = UInt16(bpf.count / 8)
+                            plan.seccomp_guard = terminalGuard == nil ? nil : guardBPF.baseAddress
+                            plan.seccomp_guard_length = UInt16(guardBPF.count / 8)
+                            plan.seccomp_listener = (filter != nil && superviseMetadata) ? 1 : 0
+                            plan.drop_capabilities = Capabilities.canDropBoundingSet ? 1 : 0
+                            plan.last_capability = Capabilities.lastCapability
+                            plan.new_session = 1
+                            plan.die_with_parent = request.dieWithParent ? 1 : 0
+                            return csb_spawn_confined(&plan, &pid, &pidfd, &reportFD)
+                        }
                     }
                 }
             }
