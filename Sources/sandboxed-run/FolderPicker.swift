@@ -12,8 +12,9 @@ struct FolderPicker {
     var current: String
     var showHidden = false
 
-    /// Returns the chosen folder, or nil when the user cancelled.
-    static func choose(title: String, startingAt start: String) throws -> String? {
+    /// Returns the chosen folder, or nil when the user cancelled. The cursor
+    /// starts on `highlighted` when it is a folder in `start`.
+    static func choose(title: String, startingAt start: String, highlighted: String? = nil) throws -> String? {
         let tty = open("/dev/tty", O_RDWR | O_CLOEXEC)
         guard tty >= 0 else {
             throw GrantError.bookmarkFile(path: "/dev/tty", problem: "no terminal to ask on: pass --select PATH to choose without asking")
@@ -33,11 +34,11 @@ struct FolderPicker {
             write(tty, "\u{1B}[?25h\n")
         }
         var picker = FolderPicker(title: title, current: start)
-        return picker.loop(tty)
+        return picker.loop(tty, cursor: highlighted.flatMap { picker.subfolders().firstIndex(of: $0) } ?? 0)
     }
 
-    private mutating func loop(_ tty: CInt) -> String? {
-        var cursor = 0
+    private mutating func loop(_ tty: CInt, cursor start: Int) -> String? {
+        var cursor = start
         while true {
             let entries = subfolders()
             cursor = min(max(cursor, 0), max(entries.count - 1, 0))

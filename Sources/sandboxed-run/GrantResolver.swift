@@ -56,7 +56,9 @@ struct GrantResolver {
             Console.warning("grant \(name): \(resolution.message) (--on-stale follow rewrites it)")
         case (.moved, .prompt):
             let start = resolution.currentPath.map { String($0[..<($0.lastIndex(of: "/") ?? $0.endIndex)]) }
-            let issued = try Broker.pick(app: app, access: resolution.access ?? .readOnly, selected: nil, startingAt: start, broker: broker)
+            let issued = try Broker.pick(
+                app: app, access: resolution.access ?? .readOnly, selected: nil, startingAt: start,
+                highlight: resolution.currentPath, broker: broker)
             try Broker.write(issued.bookmark, to: file)
             resolution = try broker.resolve(issued.bookmark, app: app)
             guard resolution.status == .fresh else { throw fail(resolution.message) }

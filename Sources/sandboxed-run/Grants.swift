@@ -14,7 +14,8 @@ enum Broker {
 
     /// The picker: asks on the terminal, or takes `selected` as the user's choice.
     static func pick(
-        app: AppID, access: GrantAccess, selected: String?, startingAt start: String? = nil, broker: GrantBroker? = nil
+        app: AppID, access: GrantAccess, selected: String?, startingAt start: String? = nil, highlight: String? = nil,
+        broker: GrantBroker? = nil
     ) throws -> GrantBroker.Issued {
         let broker = try broker ?? open()
         let folder: String
@@ -23,7 +24,9 @@ enum Broker {
         } else {
             let title = "sandboxed-run: choose a folder for \(app) (\(access.rawValue))"
             let home = Environment.current["HOME"] ?? "/"
-            guard let chosen = try FolderPicker.choose(title: title, startingAt: start ?? currentDirectory() ?? home) else {
+            let origin = start ?? currentDirectory() ?? home
+            let highlighted = highlight.flatMap { path in path.hasPrefix(origin + "/") ? String(path.dropFirst(origin.count + 1)) : nil }
+            guard let chosen = try FolderPicker.choose(title: title, startingAt: origin, highlighted: highlighted) else {
                 throw GrantError.cancelled
             }
             folder = chosen

@@ -171,15 +171,17 @@ import Testing
 
 /// The picker on a real terminal, driven through a pty.
 @Suite struct PickerTests {
-    func drive(_ keys: String, home: CLI.Home) throws -> (Int32, String) {
+    /// Runs sandboxed-run with `arguments` on a pty from `directory`, typing `keys`.
+    func drive(_ keys: String, home: CLI.Home, in directory: String? = nil, arguments: [String]? = nil) throws -> (Int32, String) {
         let driver = """
             import os, pty, sys, time
+            binary, directory, keys, arguments = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
             pid, fd = pty.fork()
             if pid == 0:
-                os.chdir(sys.argv[2])
-                os.execv(sys.argv[1], [sys.argv[1], "pick", "--app", "com.example.memo", "-o", sys.argv[2] + "/picked.bookmark"])
+                os.chdir(directory)
+                os.execv(binary, [binary] + arguments)
             screen = b""
-            for key in sys.argv[3].split(","):
+            for key in keys.split(","):
                 time.sleep(0.3)
                 os.write(fd, {"down": b"\\x1b[B", "enter": b"\\r", "space": b" ", "q": b"q", "left": b"\\x1b[D"}[key])
             while True:
@@ -191,18 +193,53 @@ import Testing
                     break
                 screen += chunk
             _, status = os.waitpid(pid, 0)
+            sys.stderr.write(screen.decode(errors="replace"))
             print(os.waitstatus_to_exitcode(status))
             """
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-        process.arguments = ["-c", driver, CLI.binary, home.path, keys]
+        let command = arguments ?? ["pick", "--app", "com.example.memo", "-o", home.path + "/picked.bookmark"]
+        process.arguments = ["-c", driver, CLI.binary, directory ?? home.path, keys] + command
         process.environment = home.environment
         let out = Pipe()
+        let err = Pipe()
         process.standardOutput = out
+        process.standardError = err
         try process.run()
+        let screen = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         process.waitUntilExit()
         let lines = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        return (Int32(lines.trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1, lines)
+        return (Int32(lines.trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1, screen)
+    }
+
+    @Test func theFirstLaunchAsksOnceWhenTheBookmarkIsMissing() throws {
+        let home = CLI.Home()
+        let vault = home.path + "/Vault"
+        try FileManager.default.createDirectory(atPath: vault, withIntermediateDirectories: true)
+        let run = ["run", "--app", "com.example.memo", "--grant", "VAULT=\(home.path)/vault.bookmark", "--on-missing", "prompt",
+                   "--", "/bin/sh", "-c", "echo granted:$SANDBOX_GRANT_VAULT"]
+        let (status, screen) = try drive("space", home: home, in: vault, arguments: run)
+        #expect(status == 0)
+        #expect(screen.contains("granted:\(vault)"))
+        // The second launch does not ask: the bookmark is there now.
+        let again = try CLI.run(Array(run.dropLast(4)) + ["--", "/bin/true"], home: home)
+        #expect(again.status == 0)
+    }
+
+    @Test func aMovedFolderOnATerminalOpensThePickerAgain() throws {
+        let home = CLI.Home()
+        let vault = home.path + "/Vault"
+        try FileManager.default.createDirectory(atPath: vault, withIntermediateDirectories: true)
+        #expect(try CLI.run(["pick", "--app", "com.example.memo", "--select", vault, "-o", home.path + "/vault.bookmark"], home: home).status == 0)
+        let moved = home.path + "/Moved"
+        #expect(rename(vault, moved) == 0)
+        // On a terminal, --on-stale defaults to prompt: the picker opens where the folder now
+        // is, with the cursor on it, and the user opens and chooses it.
+        let run = ["run", "--app", "com.example.memo", "--grant", "VAULT=\(home.path)/vault.bookmark", "--", "/bin/sh", "-c", "echo granted:$SANDBOX_GRANT_VAULT"]
+        let (status, screen) = try drive("enter,space", home: home, arguments: run)
+        #expect(status == 0)
+        #expect(screen.contains("granted:\(moved)"))
+        #expect(try CLI.run(["resolve", "--app", "com.example.memo", home.path + "/vault.bookmark"], home: home).status == 0)
     }
 
     @Test func theUserBrowsesAndChoosesAFolder() throws {
