@@ -3,12 +3,13 @@ import Sandbox
 
 struct Container: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "container",
         abstract: "Show or renew an app's container.",
         subcommands: [Path.self, Reinstall.self]
     )
 
     struct Path: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Print the app's current container (created if absent).")
+        static let configuration = CommandConfiguration(commandName: "path", abstract: "Print the app's current container (created if absent).")
         @OptionGroup var app: AppOptions
 
         func run() throws {
@@ -19,6 +20,7 @@ struct Container: ParsableCommand {
 
     struct Reinstall: ParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "reinstall",
             abstract: "Move the app's container to a new install id, as an app update does.",
             discussion: "Contents move along; every absolute path the app stored to its old container breaks, exactly as on iOS."
         )

@@ -3,6 +3,7 @@ import Sandbox
 
 struct Doctor: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "doctor",
         abstract: "Report what this kernel can enforce, and what each policy would get."
     )
 

@@ -65,6 +65,7 @@ enum Broker {
 
 struct Pick: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "pick",
         abstract: "Let the user choose a folder for an app; write the app's bookmark.",
         discussion: """
             Asks on the terminal (/dev/tty), which the app cannot drive. --select PATH chooses without \
@@ -86,6 +87,7 @@ struct Pick: ParsableCommand {
 
 struct Resolve: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "resolve",
         abstract: "Resolve a bookmark: fresh, moved, replaced, missing, revoked, wrong-app or invalid.",
         discussion: "Exit codes: 0 fresh, 10 moved (stale), 11 replaced, 12 missing, 13 revoked, 14 wrong-app, 15 invalid, 125 usage."
     )
@@ -146,7 +148,7 @@ struct GrantsCommand: ParsableCommand {
     )
 
     struct List: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Show who can reach what.")
+        static let configuration = CommandConfiguration(commandName: "list", abstract: "Show who can reach what.")
         @Option(help: "Only this app's grants.") var app: String?
         @Flag(help: "Print JSON.") var json = false
 
@@ -168,6 +170,7 @@ struct GrantsCommand: ParsableCommand {
 
     struct Revoke: ParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "revoke",
             abstract: "Revoke grants by id, app or folder; takes effect at the next launch.")
         @Option(help: "A grant id (or a unique prefix), as `grants list` shows.") var grant: String?
         @Option(help: "Every grant of this app.") var app: String?
@@ -188,6 +191,7 @@ struct GrantsCommand: ParsableCommand {
 
     struct RotateKey: ParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "rotate-key",
             abstract: "Seal new bookmarks with a new key.",
             discussion: "Old bookmarks still resolve (as stale, to be re-saved) until --retire-old deletes the old keys; then they are invalid.")
         @Flag(help: "Delete every key but the current one.") var retireOld = false

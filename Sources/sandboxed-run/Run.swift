@@ -4,7 +4,8 @@ import Sandbox
 
 struct Run: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Run a command confined to its container (and, later, its grants).",
+        commandName: "run",
+        abstract: "Run a command confined to its container and the folders granted to it.",
         discussion: """
             The command sees its container as HOME (with Documents, Library and tmp), the policy's \
             system paths read-only, and nothing else. It runs in a new session with no capabilities, \

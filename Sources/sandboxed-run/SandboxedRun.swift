@@ -13,6 +13,8 @@ struct SandboxedRun: ParsableCommand {
             125 when sandboxed-run itself failed (bad usage, bad policy, protection unavailable), \
             126 when the command cannot be executed, 127 when it was not found.
             """,
+        // Every command names itself: otherwise ArgumentParser derives each name
+        // with String(describing:), a third of the launcher's start-up (callgrind).
         subcommands: [Run.self, Pick.self, Resolve.self, GrantsCommand.self, Container.self, Doctor.self]
     )
 
