@@ -39,6 +39,23 @@ enum CLI {
         return (process, out, err)
     }
 
+    /// Any program, unconfined: for the host side of a test.
+    static func program(_ path: String, _ arguments: [String], environment: [String: String]? = nil) throws -> Result {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: path)
+        process.arguments = arguments
+        if let environment { process.environment = environment }
+        let out = Pipe()
+        let err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        try process.run()
+        let stdout = out.fileHandleForReading.readDataToEndOfFile()
+        let stderr = err.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return Result(status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self), stderr: String(decoding: stderr, as: UTF8.self))
+    }
+
     static func run(_ arguments: [String], home: Home = Home()) throws -> Result {
         let (process, out, err) = try start(arguments, home: home)
         let stdout = out.fileHandleForReading.readDataToEndOfFile()
@@ -148,6 +165,25 @@ enum CLI {
         #expect(process.terminationReason == .exit)
         #expect(process.terminationStatus == 128 + signal)
         #expect(Date().timeIntervalSince(sent) < 10)
+    }
+}
+
+@Suite struct ParentDeathTests {
+    @Test func killingTheLauncherKillsTheCommand() throws {
+        let home = CLI.Home()
+        let (process, out, _) = try CLI.start(["run", "--app", "a", "--", "/bin/sh", "-c", "echo $$; exec /bin/sleep 30"], home: home)
+        let line = String(decoding: out.fileHandleForReading.availableData, as: UTF8.self)
+        let child = try #require(pid_t(line.trimmingCharacters(in: .whitespacesAndNewlines)))
+        #expect(kill(child, 0) == 0)
+        kill(process.processIdentifier, SIGKILL)  // no chance to forward anything
+        process.waitUntilExit()
+        var gone = false
+        for _ in 0..<100 where !gone {
+            gone = kill(child, 0) != 0 || (try? String(contentsOfFile: "/proc/\(child)/stat", encoding: .utf8))?.contains(") Z ") == true
+            if !gone { Thread.sleep(forTimeInterval: 0.05) }
+        }
+        #expect(gone, "the command outlived its launcher")
+        kill(child, SIGKILL)
     }
 }
 

@@ -48,14 +48,7 @@ import Testing
         #expect(try pick().status == 0)
         let state = home.path + "/state/sandboxed-run"
         let attack = "cat \(state)/keys/*.key >/dev/null && echo key || echo no-key; cat \(state)/ledger.sqlite >/dev/null && echo ledger || echo no-ledger"
-        let unconfined = Process()
-        unconfined.executableURL = URL(fileURLWithPath: "/bin/sh")
-        unconfined.arguments = ["-c", attack]
-        let out = Pipe()
-        unconfined.standardOutput = out
-        try unconfined.run()
-        unconfined.waitUntilExit()
-        #expect(String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self) == "key\nledger\n")
+        #expect(try CLI.program("/bin/sh", ["-c", attack]).stdout == "key\nledger\n")
         #expect(try run(["/bin/sh", "-c", attack]).stdout == "no-key\nno-ledger\n")
     }
 
@@ -65,14 +58,7 @@ import Testing
         // /proc, where the Swift runtime on Linux finds its arguments).
         let folder = (CLI.binary as NSString).deletingLastPathComponent
         // A debug build loads the Swift runtime from the toolchain: ask ldd where.
-        let ldd = Process()
-        ldd.executableURL = URL(fileURLWithPath: "/usr/bin/ldd")
-        ldd.arguments = [CLI.binary]
-        let libraries = Pipe()
-        ldd.standardOutput = libraries
-        try ldd.run()
-        ldd.waitUntilExit()
-        let runtime = Set(String(decoding: libraries.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let runtime = Set(try CLI.program("/usr/bin/ldd", [CLI.binary]).stdout
             .split(separator: "\n").compactMap { line -> String? in
                 guard let path = line.split(separator: " ").first(where: { $0.hasPrefix("/") }) else { return nil }
                 return (String(path) as NSString).deletingLastPathComponent
@@ -279,14 +265,7 @@ import Testing
         #expect(filler.terminationReason == .uncaughtSignal, "it finished before the kill: nothing was tested")
 
         func sqlite(_ sql: String) throws -> String {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
-            process.arguments = [state + "/ledger.sqlite", sql]
-            let out = Pipe()
-            process.standardOutput = out
-            try process.run()
-            process.waitUntilExit()
-            return String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+            try CLI.program("/usr/bin/sqlite3", [state + "/ledger.sqlite", sql]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
         }
         #expect(try sqlite("PRAGMA integrity_check") == "ok")
         let count = try #require(Int(try sqlite("SELECT count(*) FROM grants")))

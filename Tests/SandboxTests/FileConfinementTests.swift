@@ -135,6 +135,24 @@ import Testing
         #expect(confined.output == ["chmod ok", "utime ok", "setxattr ok", "fchmod ok", "dir-chmod ok", "0o600 1000000000 b'blue'"])
     }
 
+    @Test func theSupervisorActsWithTheChildsPowersNotTheLaunchers() throws {
+        // The supervisor performs metadata changes itself. If it kept a root
+        // launcher's capabilities, a child could chown its files to anyone
+        // (CAP_CHOWN). It clears them first, so the kernel says no, as it
+        // would to the child.
+        let scratch = Scratch()
+        let code = Attack.prelude + """
+            open("Documents/f", "w").write("x")
+            attempt("chown-other-uid", lambda: os.chown("Documents/f", 4242, 4242))
+            attempt("chown-own", lambda: os.chown("Documents/f", os.getuid(), os.getgid()))
+            """
+        if getuid() == 0 {
+            let file = scratch.file("mine")
+            #expect(try Run.unconfinedPython("import os; os.chown('\(file)', 4242, 4242); print('ok')").output == ["ok"])
+        }
+        #expect(try Run.confinedPython(code, in: scratch).output == ["chown-other-uid EPERM", "chown-own ok"])
+    }
+
     @Test func tmpIsNotTheHostsButTMPDIRIsPrivate() throws {
         let scratch = Scratch()
         let confined = try Run.confined(["/bin/sh", "-c", "echo x > /tmp/x; echo $? ; f=$(mktemp) && echo made $f"], in: scratch)
