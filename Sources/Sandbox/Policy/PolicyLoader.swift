@@ -180,23 +180,28 @@ enum PolicyValue: Decodable {
     case other
 
     init(from decoder: any Decoder) throws {
+        // Most values are strings in arrays, then booleans: try the common
+        // shapes first, since every failed attempt costs a thrown error.
+        if let single = try? decoder.singleValueContainer() {
+            if let text = try? single.decode(String.self) {
+                self = .string(text)
+                return
+            }
+            if let flag = try? single.decode(Bool.self) {
+                self = .bool(flag)
+                return
+            }
+            if let number = try? single.decode(Int.self) {
+                self = .integer(number)
+                return
+            }
+        }
         if var list = try? decoder.unkeyedContainer() {
             var items: [PolicyValue] = []
             while !list.isAtEnd { items.append(try list.decode(PolicyValue.self)) }
             self = .array(items)
-            return
-        }
-        if let dict = try? decoder.singleValueContainer().decode([String: PolicyValue].self) {
+        } else if let dict = try? decoder.singleValueContainer().decode([String: PolicyValue].self) {
             self = .dictionary(dict)
-            return
-        }
-        let single = try decoder.singleValueContainer()
-        if let flag = try? single.decode(Bool.self) {
-            self = .bool(flag)
-        } else if let number = try? single.decode(Int.self) {
-            self = .integer(number)
-        } else if let text = try? single.decode(String.self) {
-            self = .string(text)
         } else {
             self = .other  // dates, data, reals: only meaningful in keys we ignore
         }
