@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -30,6 +31,9 @@
 #endif
 #ifndef SYS_pidfd_open
 #define SYS_pidfd_open 434
+#endif
+#ifndef SYS_pidfd_getfd
+#define SYS_pidfd_getfd 438
 #endif
 #ifndef P_PIDFD
 #define P_PIDFD 3
@@ -195,6 +199,24 @@ int csb_memfd_create(const char *name) {
 
 int csb_pidfd_open(pid_t pid) {
     return (int)syscall(SYS_pidfd_open, pid, 0);
+}
+
+int csb_copy_fd_of_thread(pid_t tid, int fd) {
+    // PIDFD_THREAD (Linux 6.9) names a thread that does not lead its group.
+    int pidfd = (int)syscall(SYS_pidfd_open, tid, O_EXCL);
+    if (pidfd < 0) pidfd = (int)syscall(SYS_pidfd_open, tid, 0);
+    if (pidfd < 0) return -1;
+    int copy = (int)syscall(SYS_pidfd_getfd, pidfd, fd, 0);
+    int saved = errno;
+    close(pidfd);
+    errno = saved;
+    return copy;
+}
+
+int csb_inotify_watch_fd(int inotify_fd, int target_fd, uint32_t mask) {
+    char path[32];
+    csb_proc_fd_path(target_fd, path);
+    return inotify_add_watch(inotify_fd, path, mask & ~(uint32_t)IN_DONT_FOLLOW);
 }
 
 int csb_pidfd_wait(int pidfd, int *status) {

@@ -153,6 +153,43 @@ import Testing
         #expect(try Run.confinedPython(code, in: scratch).output == ["chown-other-uid EPERM", "chown-own ok"])
     }
 
+    /// Watches a folder for IN_CREATE, creates `name` in it when it may, and prints
+    /// the watch outcome and the name the kernel reported.
+    static let watcher = Attack.prelude + """
+        import struct
+        fd = libc.inotify_init1(os.O_NONBLOCK)
+        wd = libc.inotify_add_watch(fd, sys.argv[1].encode(), 0x100)
+        report("watch", wd)
+        if wd >= 0:
+            open(os.path.join(sys.argv[1], sys.argv[2]), "w").close()
+            event = os.read(fd, 4096)
+            length = struct.unpack_from("iIII", event)[3]
+            print("saw", event[16:16 + length].rstrip(b"\\0").decode())
+        """
+
+    @Test func watchingAFolderOutsideIsRefused() throws {
+        // An inotify watch reports the names of files created in the folder:
+        // Landlock does not mediate it, the supervisor does.
+        let scratch = Scratch()
+        let outside = scratch.path + "/private"
+        try FileManager.default.createDirectory(atPath: outside, withIntermediateDirectories: true)
+        let args = [Run.python, "-c", Self.watcher, outside, "salary-2026.xlsx"]
+        #expect(try Run.unconfined(args).output == ["watch ok", "saw salary-2026.xlsx"])
+        let confined = try Run.confined(args, in: scratch)
+        #expect(confined.output == ["watch EACCES"])
+    }
+
+    @Test func watchingInsideTheContainerWorks() throws {
+        let scratch = Scratch()
+        let confined = try Run.confined([Run.python, "-c", Self.watcher, "Documents", "note.md"], in: scratch)
+        #expect(confined.output == ["watch ok", "saw note.md"])
+        // Through a symlink in the container to a folder outside: still refused.
+        let outside = scratch.path + "/private"
+        try FileManager.default.createDirectory(atPath: outside, withIntermediateDirectories: true)
+        let code = "import os; os.symlink('\(outside)', 'Documents/link')\n" + Self.watcher
+        #expect(try Run.confined([Run.python, "-c", code, "Documents/link", "x"], in: scratch).output == ["watch EACCES"])
+    }
+
     @Test func tmpIsNotTheHostsButTMPDIRIsPrivate() throws {
         let scratch = Scratch()
         let confined = try Run.confined(["/bin/sh", "-c", "echo x > /tmp/x; echo $? ; f=$(mktemp) && echo made $f"], in: scratch)

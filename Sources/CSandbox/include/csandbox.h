@@ -96,6 +96,10 @@ int csb_birth_time(int fd, int64_t *seconds, uint32_t *nanoseconds);
 
 /// `pidfd_open(2)`.
 int csb_pidfd_open(pid_t pid);
+/// `pidfd_open(tid, PIDFD_THREAD)` then `pidfd_getfd(2)`: a copy of a thread's fd.
+int csb_copy_fd_of_thread(pid_t tid, int fd);
+/// `inotify_add_watch(2)` on the inode an O_PATH fd holds, through `/proc/self/fd/N`.
+int csb_inotify_watch_fd(int inotify_fd, int target_fd, uint32_t mask);
 /// `waitid(P_PIDFD, ...)`: returns 0 and the wait status encoded as by wait(2).
 int csb_pidfd_wait(int pidfd, int *status);
 /// `process_vm_readv(2)` of one buffer.

@@ -74,7 +74,7 @@ extension ConfinementPlan {
         }
         return ConfinedProcess(
             pid: pid, pidfd: process, listener: listener,
-            supervisor: MetadataSupervisor(writableRoots: writableRoots))
+            supervisor: MetadataSupervisor(writableRoots: writableRoots, readableRoots: readableRoots))
     }
 
     static func failure(stage: CInt, errno: Errno, command: String) -> SandboxError {

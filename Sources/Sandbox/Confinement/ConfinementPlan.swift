@@ -21,6 +21,9 @@ public final class ConfinementPlan: @unchecked Sendable {
     let superviseMetadata: Bool
     /// Folders in which the supervisor may change metadata, pinned open.
     let writableRoots: [OwnedDescriptor]
+    /// Everything the sandbox may read (system paths, container, grants),
+    /// pinned open: where inotify watches may go.
+    let readableRoots: [OwnedDescriptor]
 
     public static let sandboxPath = "/usr/local/bin:/usr/bin:/bin"
 
@@ -52,9 +55,11 @@ public final class ConfinementPlan: @unchecked Sendable {
         let folders = [containerFolder] + request.folders
         writableRoots = folders.filter { $0.access == .readWrite }.map(\.descriptor)
 
+        let systemPaths = Self.openSystemPaths(policy)
+        readableRoots = systemPaths.map(\.descriptor) + folders.map(\.descriptor)
         let abi = min(features.landlockABI, Landlock.newestKnownABI)
         if abi >= 1 {
-            ruleset = try Self.ruleset(abi: abi, policy: policy, folders: folders)
+            ruleset = try Self.ruleset(abi: abi, policy: policy, folders: systemPaths + folders)
             restrictFlags = abi >= 7 ? CSB_LANDLOCK_RESTRICT_SELF_LOG_NEW_EXEC_ON : 0
         } else {
             ruleset = nil
@@ -82,6 +87,16 @@ public final class ConfinementPlan: @unchecked Sendable {
         }
     }
 
+    /// The policy's system paths that exist here, opened once: the same fds
+    /// get the Landlock rules and pin the supervisor's readable roots.
+    private static func openSystemPaths(_ policy: Policy) -> [FolderRule] {
+        policy.systemPaths.compactMap { systemPath in
+            // A path this system lacks (say /lib64 on arm64) only means less access.
+            guard let fd = try? syscallRetrying({ csb_open_path(AT_FDCWD, systemPath.path, 1) }) else { return nil }
+            return FolderRule(name: "system", path: systemPath.path, descriptor: OwnedDescriptor(taking: fd), access: systemPath.access)
+        }
+    }
+
     private static func ruleset(abi: Int, policy: Policy, folders: [FolderRule]) throws(SandboxError) -> LandlockRuleset {
         var network: Landlock.NetworkAccess = []
         if abi >= 4 {
@@ -91,11 +106,6 @@ public final class ConfinementPlan: @unchecked Sendable {
         let scope: Landlock.Scope = abi >= 6 ? [.abstractUnixSocket, .signal] : []
         do {
             let ruleset = try LandlockRuleset(files: .handled(byABI: abi), network: network, scope: scope)
-            for systemPath in policy.systemPaths {
-                // A path this system lacks (say /lib64 on arm64) only means less access.
-                guard let fd = try? syscallRetrying({ csb_open_path(AT_FDCWD, systemPath.path, 1) }) else { continue }
-                try ruleset.allow(access(systemPath.access), beneath: OwnedDescriptor(taking: fd))
-            }
             for folder in folders {
                 try ruleset.allow(access(folder.access), beneath: folder.descriptor)
             }

@@ -11,18 +11,23 @@ import SystemPackage
 /// kernel would re-read the child's memory after our check, a race the child
 /// could win.
 final class MetadataSupervisor {
-    /// The identities of the folders where metadata may change; their fds
-    /// stay open, so the inode numbers cannot be reused meanwhile.
-    private let roots: Set<InodeIdentity>
+    /// The identities of the folders where metadata may change, and of
+    /// everything the sandbox may read; their fds stay open, so the inode
+    /// numbers cannot be reused meanwhile.
+    private let writable: Set<InodeIdentity>
+    private let readable: Set<InodeIdentity>
     private let pinned: [OwnedDescriptor]
 
-    init(writableRoots: [OwnedDescriptor]) {
-        pinned = writableRoots
-        roots = Set(writableRoots.compactMap { try? $0.status().inodeIdentity })
+    init(writableRoots: [OwnedDescriptor], readableRoots: [OwnedDescriptor]) {
+        pinned = writableRoots + readableRoots
+        writable = Set(writableRoots.compactMap { try? $0.status().inodeIdentity })
+        readable = Set(readableRoots.compactMap { try? $0.status().inodeIdentity })
     }
 
     enum Operation {
         case chmod, chown, utime, utimes, utimensat, setxattr, removexattr
+        /// `inotify_add_watch(fd, path, mask)`: allowed beneath readable folders.
+        case watch
     }
 
     /// How one syscall names its target and operation.
@@ -60,6 +65,7 @@ final class MetadataSupervisor {
         add("removexattr", Shape(operation: .removexattr, directoryArgument: nil, pathArgument: 0, follows: true, flagsArgument: nil))
         add("lremovexattr", Shape(operation: .removexattr, directoryArgument: nil, pathArgument: 0, follows: false, flagsArgument: nil))
         add("fremovexattr", Shape(operation: .removexattr, directoryArgument: 0, pathArgument: nil, follows: true, flagsArgument: nil))
+        add("inotify_add_watch", Shape(operation: .watch, directoryArgument: nil, pathArgument: 1, follows: true, flagsArgument: nil))
         return table
     }()
 
@@ -70,20 +76,22 @@ final class MetadataSupervisor {
         var response = csb_seccomp_notif_resp()
         response.id = request.id
         do {
-            try handle(request, listener: listener)
-            response.val = 0
+            response.val = try handle(request, listener: listener)
         } catch {
             response.error = -error.rawValue
         }
         _ = csb_seccomp_notify_respond(listener, &response)
     }
 
-    private func handle(_ request: csb_seccomp_notif, listener: CInt) throws(Errno) {
+    /// Returns the syscall's result for the child.
+    private func handle(_ request: csb_seccomp_notif, listener: CInt) throws(Errno) -> Int64 {
         guard let shape = Self.shapes[request.data.nr] else { throw .notPermitted }
         let memory = ChildMemory(pid: pid_t(request.pid))
         let args = withUnsafeBytes(of: request.data.args) { Array($0.bindMemory(to: UInt64.self)) }
         let flags = shape.flagsArgument.map { Int32(truncatingIfNeeded: args[$0]) } ?? 0
+        let inotifyDontFollow: UInt64 = 0x0200_0000  // IN_DONT_FOLLOW, in the mask
         let follows = shape.follows && flags & AT_SYMLINK_NOFOLLOW == 0
+            && !(shape.operation == .watch && args[2] & inotifyDontFollow != 0)
 
         // Everything the operation needs is copied out of the child first.
         let path: String? = try shape.pathArgument.flatMap { index throws(Errno) in
@@ -113,8 +121,13 @@ final class MetadataSupervisor {
         }
         // The pid in the request may have been reused since we opened its /proc entries.
         guard csb_seccomp_notify_id_valid(listener, request.id) == 0 else { throw .noSuchProcess }
-        guard try isBeneathWritableRoot(target) else { throw .notPermitted }
-        try asChild { () throws(Errno) in try details.perform(on: target) }
+        if shape.operation == .watch {
+            // Landlock answers EACCES for what lies outside; so do we.
+            guard try isBeneath(target, roots: readable) else { throw .permissionDenied }
+        } else {
+            guard try isBeneath(target, roots: writable) else { throw .notPermitted }
+        }
+        return try asChild { () throws(Errno) in try details.perform(on: target, caller: pid_t(request.pid), args: args) }
     }
 
     private func openInChild(pid: UInt32, fd: Int32) throws(Errno) -> OwnedDescriptor {
@@ -126,9 +139,9 @@ final class MetadataSupervisor {
         OwnedDescriptor(taking: try syscallRetrying { csb_open_path(AT_FDCWD, path, follow ? 1 : 0) })
     }
 
-    /// True when `target` is a writable root or lies beneath one, walking
+    /// True when `target` is one of `roots` or lies beneath one, walking
     /// parents by inode as Landlock does.
-    func isBeneathWritableRoot(_ target: OwnedDescriptor) throws(Errno) -> Bool {
+    func isBeneath(_ target: OwnedDescriptor, roots: Set<InodeIdentity>) throws(Errno) -> Bool {
         let status = try target.status()
         if roots.contains(status.inodeIdentity) { return true }
         var current: OwnedDescriptor
@@ -161,7 +174,7 @@ final class MetadataSupervisor {
 
     /// Runs `body` with this thread's effective capabilities cleared, so the
     /// kernel checks ownership and permissions as it would for the child.
-    private func asChild(_ body: () throws(Errno) -> Void) throws(Errno) {
+    private func asChild<T>(_ body: () throws(Errno) -> T) throws(Errno) -> T {
         var saved: (UInt32, UInt32) = (0, 0)
         let cleared = withUnsafeMutableBytes(of: &saved) { csb_thread_effective_caps_clear($0.baseAddress!.assumingMemoryBound(to: UInt32.self)) }
         guard cleared == 0 else { throw .notPermitted }
@@ -169,7 +182,7 @@ final class MetadataSupervisor {
             let restored = withUnsafeBytes(of: saved) { csb_thread_effective_caps_restore($0.baseAddress!.assumingMemoryBound(to: UInt32.self)) }
             precondition(restored == 0, "could not restore the supervisor's capabilities")
         }
-        try body()
+        return try body()
     }
 }
 
@@ -181,6 +194,7 @@ private enum OperationDetails {
     case times([Int64]?)
     case setxattr(name: String, value: [UInt8], flags: Int32)
     case removexattr(name: String)
+    case watch(mask: UInt32)
 
     init(_ operation: MetadataSupervisor.Operation, args: [UInt64], first: Int, memory: ChildMemory) throws(Errno) {
         func times(_ fieldCount: Int, nanosecondScale: Int64) throws(Errno) -> [Int64]? {
@@ -210,10 +224,13 @@ private enum OperationDetails {
                 flags: Int32(truncatingIfNeeded: args[first + 3]))
         case .removexattr:
             self = .removexattr(name: try memory.string(at: args[first], limit: 256))
+        case .watch:
+            self = .watch(mask: UInt32(truncatingIfNeeded: args[first]))
         }
     }
 
-    func perform(on target: OwnedDescriptor) throws(Errno) {
+    /// Performs the operation; returns the syscall's result.
+    func perform(on target: OwnedDescriptor, caller: pid_t, args: [UInt64]) throws(Errno) -> Int64 {
         let isSymlink = try target.status().isSymlink
         switch self {
         case .chmod(let mode):
@@ -229,7 +246,15 @@ private enum OperationDetails {
         case .removexattr(let name):
             guard !isSymlink else { throw .notPermitted }
             _ = try syscallRetrying { csb_removexattr_fd(target.rawValue, name) }
+        case .watch(let mask):
+            // The watch goes on the child's own inotify instance, so the
+            // descriptor we return is the child's.
+            let instance = OwnedDescriptor(taking: try syscallRetrying {
+                csb_copy_fd_of_thread(caller, Int32(truncatingIfNeeded: args[0]))
+            })
+            return Int64(try syscallRetrying { csb_inotify_watch_fd(instance.rawValue, target.rawValue, mask) })
         }
+        return 0
     }
 }
 

@@ -31,8 +31,7 @@ struct SyscallFilter {
         // waiting and events
         "poll", "ppoll", "select", "pselect6", "epoll_create", "epoll_create1", "epoll_ctl", "epoll_wait",
         "epoll_pwait", "epoll_pwait2", "eventfd", "eventfd2", "signalfd", "signalfd4", "timerfd_create",
-        "timerfd_settime", "timerfd_gettime", "inotify_init", "inotify_init1", "inotify_add_watch",
-        "inotify_rm_watch",
+        "timerfd_settime", "timerfd_gettime", "inotify_init", "inotify_init1", "inotify_rm_watch",
         // memory
         "mmap", "munmap", "mprotect", "mremap", "msync", "mincore", "madvise", "brk", "mlock", "mlock2",
         "munlock", "membarrier", "get_mempolicy", "set_mempolicy", "mbind", "pkey_alloc", "pkey_free",
@@ -86,8 +85,8 @@ struct SyscallFilter {
                      "mq_timedreceive", "mq_notify", "mq_getsetattr"] {
             reasons[name] = "System V and POSIX message IPC is shared with processes outside the sandbox"
         }
-        for name in metadataChanges {
-            reasons[name] = "metadata changes are checked by the supervisor, never allowed blindly"
+        for name in supervised {
+            reasons[name] = "it is checked by the supervisor, never allowed blindly"
         }
         return reasons
     }()
@@ -104,6 +103,14 @@ struct SyscallFilter {
         "fremovexattr",
     ]
 
+    /// Watches that Landlock does not mediate: an inotify watch on a folder
+    /// outside would report the names of files created there. The supervisor
+    /// places them only beneath folders the sandbox may read.
+    static let watches: [String] = ["inotify_add_watch"]
+
+    /// Everything the supervisor decides.
+    static var supervised: [String] { metadataChanges + watches }
+
     static func isKnown(_ name: String) -> Bool {
         seccomp_syscall_resolve_name(name) != __NR_SCMP_ERROR
     }
@@ -112,8 +119,8 @@ struct SyscallFilter {
         var networkClient = false
         var networkServer = false
         var extraSyscalls: [String] = []
-        /// Send metadata changes to a user-notification supervisor; when
-        /// false they fail with EPERM everywhere.
+        /// Send metadata changes and watches to a user-notification
+        /// supervisor; when false they fail with EPERM everywhere.
         var superviseMetadata = true
     }
 
@@ -131,11 +138,11 @@ struct SyscallFilter {
         for name in Self.allowed + options.extraSyscalls {
             try add(name, Self.allowAction)
         }
-        for (name, _) in Self.neverAllowed where !Self.metadataChanges.contains(name) {
+        for (name, _) in Self.neverAllowed where !Self.supervised.contains(name) {
             try add(name, Self.errnoAction(Self.answeredWithENOSYS.contains(name) ? ENOSYS : EPERM))
         }
         let metadataAction = options.superviseMetadata ? Self.notifyAction : Self.errnoAction(EPERM)
-        for name in Self.metadataChanges {
+        for name in Self.supervised {
             try add(name, metadataAction)
         }
         try addConditionalRules()
