@@ -1,5 +1,5 @@
 /// An application identifier such as `com.example.memo`: the key of the
-/// app's container and, later, of its grants.
+/// app's container and of its grants.
 public struct AppID: Hashable, Sendable, CustomStringConvertible {
     public let rawValue: String
 
