@@ -65,7 +65,7 @@ __attribute__((noreturn)) static void csb_child_fail(int report_fd, int stage) {
 
 // Moves the parent's chosen fds onto 0, 1, 2 without clobbering a source
 // that is itself 0, 1 or 2: first copy every source above the range.
-static int csb_child_bind_stdio(const int stdio[3], int report_fd) {
+static int csb_child_bind_stdio(const int stdio[3]) {
     int copies[3];
     for (int i = 0; i < 3; i++) {
         copies[i] = fcntl(stdio[i], F_DUPFD_CLOEXEC, 3);
@@ -74,7 +74,6 @@ static int csb_child_bind_stdio(const int stdio[3], int report_fd) {
     for (int i = 0; i < 3; i++) {
         if (dup2(copies[i], i) < 0) return -1;  // dup2 clears close-on-exec
     }
-    (void)report_fd;
     return 0;
 }
 
@@ -95,7 +94,7 @@ static void csb_child(const struct csb_child_plan *plan, int report_fd, pid_t pa
     // A new session: no controlling terminal to inject keystrokes into.
     if (plan->new_session && setsid() < 0) csb_child_fail(report_fd, CSB_STAGE_SESSION);
 
-    if (csb_child_bind_stdio(plan->stdio, report_fd) != 0) csb_child_fail(report_fd, CSB_STAGE_STDIO);
+    if (csb_child_bind_stdio(plan->stdio) != 0) csb_child_fail(report_fd, CSB_STAGE_STDIO);
     // Every other fd closes at exec, except those the user asked to keep.
     if (syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC) != 0) csb_child_fail(report_fd, CSB_STAGE_FDS);
     for (int i = 0; i < plan->kept_fds_count; i++) {

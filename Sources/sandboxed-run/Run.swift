@@ -8,7 +8,7 @@ struct Run: ParsableCommand {
         abstract: "Run a command confined to its container and the folders granted to it.",
         discussion: """
             The command sees its container as HOME (with Documents, Library and tmp), the policy's \
-            system paths read-only, and nothing else. It runs in a new session with no capabilities, \
+            system paths read-only, the folders granted with --grant (as $SANDBOX_GRANT_NAME), and nothing else. It runs in a new session with no capabilities, \
             no_new_privs, a clean environment and only stdin, stdout and stderr open.
             """
     )

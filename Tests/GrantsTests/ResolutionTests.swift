@@ -46,6 +46,16 @@ import Sandbox
         }
     }
 
+    @Test func withoutSearchAMovedFolderIsNotLookedFor() throws {
+        let home = Home()
+        let vault = try home.folder("vault")
+        let broker = try home.broker()
+        let issued = try broker.grant(app: memo, folder: vault, access: .readWrite)
+        try home.move(vault, home.path + "/user/elsewhere")
+        #expect(try broker.resolve(issued.bookmark, app: memo, options: .withoutSearch).status == .missing)
+        #expect(try broker.resolve(issued.bookmark, app: memo).status == .moved)
+    }
+
     @Test func aDeletedFolderIsMissing() throws {
         let home = Home()
         let vault = try home.folder("vault")

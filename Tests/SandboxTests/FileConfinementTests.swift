@@ -190,6 +190,25 @@ import Testing
         #expect(try Run.confined([Run.python, "-c", code, "Documents/link", "x"], in: scratch).output == ["watch EACCES"])
     }
 
+    @Test func aFolderSwappedAfterVerificationIsNotTheOneRuled() throws {
+        // The rule is added through the fd that was verified. Someone who swaps
+        // the folder between the check and the launch gets nothing: the
+        // command may use the verified folder (under its new name) and not the
+        // impostor at the old path. A launcher that re-opened the path would.
+        let scratch = Scratch()
+        let vault = scratch.path + "/vault"
+        #expect(mkdir(vault, 0o755) == 0)
+        let verified = try ConfinementPlan.openVerified(vault)
+        #expect(rename(vault, vault + "-original") == 0)
+        #expect(mkdir(vault, 0o755) == 0)
+        let script = "echo x > \(vault)/planted && echo impostor-written; echo y > \(vault)-original/note && echo original-written"
+        let outcome = try Run.confined(["/bin/sh", "-c", script], in: scratch) {
+            $0.folders = [FolderRule(name: "VAULT", path: vault, descriptor: verified, access: .readWrite)]
+        }
+        #expect(outcome.output == ["original-written"])
+        #expect(!FileManager.default.fileExists(atPath: vault + "/planted"))
+    }
+
     @Test func tmpIsNotTheHostsButTMPDIRIsPrivate() throws {
         let scratch = Scratch()
         let confined = try Run.confined(["/bin/sh", "-c", "echo x > /tmp/x; echo $? ; f=$(mktemp) && echo made $f"], in: scratch)

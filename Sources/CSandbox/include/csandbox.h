@@ -112,7 +112,6 @@ int csb_thread_effective_caps_restore(const uint32_t saved[2]);
 /// from an async-signal-safe handler. `pid` 0 catches and holds the last
 /// signal until a later call names the pid; -1 restores the defaults.
 int csb_forward_signals_to(pid_t pid);
-static inline int csb_forward_signals_prepare(void) { return csb_forward_signals_to(0); }
 
 // MARK: seccomp user notification (copied from linux/seccomp.h)
 
