@@ -100,7 +100,11 @@ static void csb_child(const struct csb_child_plan *plan, int report_fd, pid_t pa
     for (int i = 0; i < plan->kept_fds_count; i++) {
         if (fcntl(plan->kept_fds[i], F_SETFD, 0) != 0) csb_child_fail(report_fd, CSB_STAGE_FDS);
     }
-    if (plan->working_directory != NULL && chdir(plan->working_directory) != 0) csb_child_fail(report_fd, CSB_STAGE_CHDIR);
+    if (plan->working_directory_fd >= 0) {
+        if (fchdir(plan->working_directory_fd) != 0) csb_child_fail(report_fd, CSB_STAGE_CHDIR);
+    } else if (plan->working_directory != NULL && chdir(plan->working_directory) != 0) {
+        csb_child_fail(report_fd, CSB_STAGE_CHDIR);
+    }
 
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) csb_child_fail(report_fd, CSB_STAGE_NO_NEW_PRIVS);
 

@@ -73,7 +73,7 @@ extension OwnedDescriptor {
     }
 
     /// The path the kernel has for this fd, or nil for a deleted inode.
-    var currentPath: String? {
+    public var currentPath: String? {
         var buffer = [UInt8](repeating: 0, count: Int(PATH_MAX) + 1)
         let length = buffer.withUnsafeMutableBytes { readlink("/proc/self/fd/\(rawValue)", $0.baseAddress!.assumingMemoryBound(to: CChar.self), Int(PATH_MAX)) }
         guard length > 0 else { return nil }

@@ -28,7 +28,7 @@ struct Container: ParsableCommand {
 
         func run() throws {
             let (old, new) = try AppContainer.reinstall(try app.appID(), base: try AppOptions.containerBase())
-            Console.write("moved \(old.root)\n   to \(new.root)\n")
+            Console.lines("moved \(old.root)", "   to \(new.root)")
             print(new.root)
         }
     }

@@ -22,7 +22,7 @@ struct Doctor: ParsableCommand {
             let loaded = try PolicyChoice.load(name)
             let report = EnforcementReport(features: features, policy: loaded)
             allEnforced = allEnforced && report.missing.isEmpty
-            print("\npolicy \(loaded.source):")
+            print("\npolicy \(Printable.path(loaded.source)):")
             print(report.text)
         }
         if !allEnforced { throw ExitCode(1) }

@@ -1,6 +1,8 @@
 @preconcurrency import Glibc
+import CSandbox
 import Grants
 import Sandbox
+import SystemPackage
 
 /// The terminal folder picker. It talks to the user through /dev/tty, not
 /// stdin/stdout, so the app that asked cannot type or read its answers.
@@ -9,12 +11,22 @@ import Sandbox
 /// Space or s chooses the folder shown, . shows hidden folders, q or Esc cancels.
 struct FolderPicker {
     let title: String
-    var current: String
+    /// The folder shown, held open: what the person sees is what gets granted,
+    /// whatever is renamed or swapped meanwhile.
+    var current: OwnedDescriptor
     var showHidden = false
+    /// A line shown under the list, such as why a folder could not be opened.
+    var notice = ""
 
-    /// Returns the chosen folder, or nil when the user cancelled. The cursor
-    /// starts on `highlighted` when it is a folder in `start`.
-    static func choose(title: String, startingAt start: String, highlighted: String? = nil) throws -> String? {
+    /// One row: a folder, or a symbolic link to one, shown with its target.
+    struct Entry: Equatable {
+        let name: String
+        let linkTarget: String?
+    }
+
+    /// Returns the chosen folder, opened, and its path, or nil when the user
+    /// cancelled. The cursor starts on `highlighted` when it is a folder in `start`.
+    static func choose(title: String, startingAt start: String, highlighted: String? = nil) throws -> (folder: OwnedDescriptor, path: String)? {
         let tty = open("/dev/tty", O_RDWR | O_CLOEXEC)
         guard tty >= 0 else {
             throw GrantError.bookmarkFile(path: "/dev/tty", problem: "no terminal to ask on: pass --select PATH to choose without asking")
@@ -23,6 +35,10 @@ struct FolderPicker {
         var saved = termios()
         guard tcgetattr(tty, &saved) == 0 else {
             throw GrantError.bookmarkFile(path: "/dev/tty", problem: "not a terminal: pass --select PATH")
+        }
+        let origin: OwnedDescriptor
+        do { origin = try OwnedDescriptor.openFolder(start, relativeTo: nil, follow: true) } catch {
+            throw GrantError.folderNotFound(start)
         }
         var raw = saved
         raw.c_lflag &= ~tcflag_t(ICANON | ECHO | ISIG)
@@ -33,56 +49,90 @@ struct FolderPicker {
             tcsetattr(tty, TCSAFLUSH, &saved)
             write(tty, "\u{1B}[?25h\n")
         }
-        var picker = FolderPicker(title: title, current: start)
-        return picker.loop(tty, cursor: highlighted.flatMap { picker.subfolders().firstIndex(of: $0) } ?? 0)
+        var picker = FolderPicker(title: title, current: origin)
+        let cursor = highlighted.flatMap { name in picker.entries().firstIndex { $0.name == name && $0.linkTarget == nil } } ?? 0
+        guard picker.loop(tty, cursor: cursor) else { return nil }
+        return (picker.current, picker.currentPath)
     }
 
-    private mutating func loop(_ tty: CInt, cursor start: Int) -> String? {
+    /// The path of the folder shown, as the kernel knows it (symlinks resolved).
+    var currentPath: String { current.currentPath ?? "?" }
+
+    /// True when the user chose `current`, false when they cancelled.
+    private mutating func loop(_ tty: CInt, cursor start: Int) -> Bool {
         var cursor = start
         while true {
-            let entries = subfolders()
-            cursor = min(max(cursor, 0), max(entries.count - 1, 0))
-            draw(tty, entries, cursor)
+            let rows = entries()
+            cursor = min(max(cursor, 0), max(rows.count - 1, 0))
+            draw(tty, rows, cursor)
+            notice = ""
             switch Self.readKey(tty) {
             case .up: cursor -= 1
             case .down: cursor += 1
             case .open:
-                if !entries.isEmpty {
-                    current = join(current, entries[cursor])
+                guard !rows.isEmpty else { break }
+                let entry = rows[cursor]
+                // A folder is opened without following links: if it was swapped
+                // for a link since it was listed, the person is told, not moved.
+                // A link is followed on purpose, and the header then shows where it led.
+                do {
+                    current = try .openFolder(entry.name, relativeTo: current, follow: entry.linkTarget != nil)
                     cursor = 0
+                } catch {
+                    notice = "cannot open \(entry.name): \(error)"
                 }
             case .parent:
-                let name = String(current.split(separator: "/").last ?? "")
-                current = parent(of: current)
-                cursor = subfolders().firstIndex(of: name) ?? 0
-            case .choose: return current
+                let name = String(currentPath.split(separator: "/").last ?? "")
+                if let parent = try? OwnedDescriptor.openFolder("..", relativeTo: current, follow: false) {
+                    current = parent
+                    cursor = entries().firstIndex { $0.name == name } ?? 0
+                }
+            case .choose: return true
             case .toggleHidden: showHidden.toggle()
-            case .cancel: return nil
+            case .cancel: return false
             case .other: break
             }
         }
     }
 
-    private func subfolders() -> [String] {
-        // stat, not d_type: a symlink to a folder is a folder to a person.
-        let names = ((try? directoryEntries(current)) ?? []).map(\.name).filter { name in
+    /// The folders in `current`, and the links that lead to folders, sorted.
+    func entries() -> [Entry] {
+        guard let names = try? current.directoryNames() else { return [] }
+        var result: [Entry] = []
+        for name in names where showHidden || !name.hasPrefix(".") {
             var st = stat()
-            return (showHidden || !name.hasPrefix(".")) && stat(join(current, name), &st) == 0 && st.st_mode & S_IFMT == S_IFDIR
+            guard fstatat(current.rawValue, name, &st, AT_SYMLINK_NOFOLLOW) == 0 else { continue }
+            switch st.st_mode & S_IFMT {
+            case S_IFDIR:
+                result.append(Entry(name: name, linkTarget: nil))
+            case S_IFLNK:
+                var target = stat()
+                guard fstatat(current.rawValue, name, &target, 0) == 0, target.st_mode & S_IFMT == S_IFDIR,
+                      let text = current.linkTarget(name) else { continue }
+                result.append(Entry(name: name, linkTarget: text))
+            default:
+                continue
+            }
         }
-        return names.sorted { $0.lowercased() < $1.lowercased() }
+        return result.sorted { $0.name.lowercased() < $1.name.lowercased() }
     }
 
-    private func draw(_ tty: CInt, _ entries: [String], _ cursor: Int) {
+    private func draw(_ tty: CInt, _ entries: [Entry], _ cursor: Int) {
         var size = winsize()
         let rows = ioctl(tty, UInt(TIOCGWINSZ), &size) == 0 && size.ws_row > 8 ? Int(size.ws_row) : 24
         let visible = rows - 6
         let first = max(0, min(cursor - visible / 2, entries.count - visible))
-        var screen = "\u{1B}[?25l\u{1B}[H\u{1B}[2J\(title)\r\n\u{1B}[1m\(current)\u{1B}[0m\r\n\r\n"
+        // Every name is escaped: a folder named with escape sequences must not drive the terminal.
+        let here = Printable.path(currentPath)
+        var screen = "\u{1B}[?25l\u{1B}[H\u{1B}[2J\(Printable.path(title))\r\n\u{1B}[1m\(here)\u{1B}[0m\r\n\r\n"
         if entries.isEmpty { screen += "  (no folders here)\r\n" }
         for index in first..<min(entries.count, first + visible) {
-            screen += (index == cursor ? "\u{1B}[7m> \(entries[index])/\u{1B}[0m" : "  \(entries[index])/") + "\r\n"
+            let entry = entries[index]
+            let label = Printable.path(entry.name) + (entry.linkTarget.map { " -> " + Printable.path($0) + " (link)" } ?? "/")
+            screen += (index == cursor ? "\u{1B}[7m> \(label)\u{1B}[0m" : "  \(label)") + "\r\n"
         }
-        screen += "\r\n↑↓ move  → open  ← up  space: choose \(current)  . hidden  q: cancel"
+        if !notice.isEmpty { screen += "\r\n" + Printable.message(notice) + "\r\n" }
+        screen += "\r\n↑↓ move  → open  ← up  space: choose \(here)  . hidden  q: cancel"
         Self.write(tty, screen)
     }
 
@@ -115,15 +165,29 @@ struct FolderPicker {
         }
     }
 
-    private func join(_ folder: String, _ name: String) -> String { folder == "/" ? "/" + name : folder + "/" + name }
-
-    private func parent(of path: String) -> String {
-        guard let slash = path.lastIndex(of: "/"), slash != path.startIndex else { return "/" }
-        return String(path[..<slash])
-    }
-
     private static func write(_ tty: CInt, _ text: String) {
         var text = text
         text.withUTF8 { _ = Glibc.write(tty, $0.baseAddress, $0.count) }
+    }
+}
+
+extension OwnedDescriptor {
+    /// `openat(dir, name, O_PATH [| O_NOFOLLOW])`, refusing anything but a folder.
+    static func openFolder(_ name: String, relativeTo directory: OwnedDescriptor?, follow: Bool) throws(Errno) -> OwnedDescriptor {
+        let folder = OwnedDescriptor(taking: try syscallRetrying { csb_open_path(directory?.rawValue ?? AT_FDCWD, name, follow ? 1 : 0) })
+        guard try folder.status().st_mode & S_IFMT == S_IFDIR else { throw .notDirectory }
+        return folder
+    }
+
+    /// The names in this folder (opened for reading through the O_PATH fd).
+    func directoryNames() throws(Errno) -> [String] {
+        try directoryEntries("/proc/self/fd/\(rawValue)").map(\.name)
+    }
+
+    /// `readlinkat(2)` of `name` in this folder.
+    func linkTarget(_ name: String) -> String? {
+        var buffer = [UInt8](repeating: 0, count: Int(PATH_MAX) + 1)
+        let length = buffer.withUnsafeMutableBytes { readlinkat(rawValue, name, $0.baseAddress!.assumingMemoryBound(to: CChar.self), Int(PATH_MAX)) }
+        return length >= 0 ? String(decoding: buffer[0..<length], as: UTF8.self) : nil
     }
 }

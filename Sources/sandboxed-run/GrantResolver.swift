@@ -51,7 +51,7 @@ struct GrantResolver {
             break
         case (.fresh, .follow), (.moved, .follow):
             try Broker.write(try broker.renew(resolution, app: app), to: file)
-            Console.write("sandboxed-run: grant \(name): \(resolution.message); bookmark rewritten\n")
+            Console.lines("sandboxed-run: grant \(name): \(resolution.message); bookmark rewritten")
         case (.fresh, _):
             Console.warning("grant \(name): \(resolution.message) (--on-stale follow rewrites it)")
         case (.moved, .prompt):

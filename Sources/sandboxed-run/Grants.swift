@@ -20,6 +20,9 @@ enum Broker {
         let broker = try broker ?? open()
         let folder: String
         if let selected {
+            guard !selected.isEmpty else {
+                throw SandboxError.usage("--select: give the folder to grant; an empty path would grant the current folder")
+            }
             folder = selected
         } else {
             let title = "sandboxed-run: choose a folder for \(app) (\(access.rawValue))"
@@ -29,7 +32,8 @@ enum Broker {
             guard let chosen = try FolderPicker.choose(title: title, startingAt: origin, highlighted: highlighted) else {
                 throw GrantError.cancelled
             }
-            folder = chosen
+            // TODO(lead): grant through chosen.folder once the broker takes an opened folder.
+            folder = chosen.path
         }
         return try broker.grant(app: app, folder: absolute(folder), access: access)
     }
@@ -81,7 +85,7 @@ struct Pick: ParsableCommand {
     func run() throws {
         let issued = try Broker.pick(app: try app.appID(), access: readOnly ? .readOnly : .readWrite, selected: select)
         try Broker.write(issued.bookmark, to: output)
-        Console.write("granted \(app.app) \(issued.access.rawValue) access to \(issued.path) (grant \(issued.id))\n")
+        Console.lines("granted \(app.app) \(issued.access.rawValue) access to \(issued.path) (grant \(issued.id))")
     }
 }
 
@@ -111,7 +115,7 @@ struct Resolve: ParsableCommand {
                 renewed: renewed, originalPath: resolution.originalPath, path: resolution.currentPath,
                 grant: resolution.grant?.id.hex, access: resolution.access?.rawValue, method: resolution.method?.description)))
         } else {
-            print("\(resolution.status.rawValue): \(resolution.message)" + (renewed ? " (bookmark rewritten)" : ""))
+            print(Printable.message("\(resolution.status.rawValue): \(resolution.message)" + (renewed ? " (bookmark rewritten)" : "")))
         }
         throw ExitCode(renewed ? 0 : resolution.status.exitCode)
     }
@@ -163,7 +167,7 @@ struct GrantsCommand: ParsableCommand {
             }
             if records.isEmpty { print("no grants"); return }
             for record in records {
-                print("\(record.id)  \(record.app)  \(record.access.rawValue)  \(record.path)" + (record.revoked == nil ? "" : "  (revoked)"))
+                print(Printable.message("\(record.id)  \(record.app)  \(record.access.rawValue)  \(record.path)" + (record.revoked == nil ? "" : "  (revoked)")))
             }
         }
     }

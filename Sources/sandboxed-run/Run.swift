@@ -1,5 +1,6 @@
 @preconcurrency import Glibc
 import ArgumentParser
+import Grants
 import Sandbox
 
 struct Run: ParsableCommand {
@@ -56,7 +57,10 @@ struct Run: ParsableCommand {
             containerBase: try AppOptions.containerBase(), hostEnvironment: Environment.current)
         request.keptDescriptors = keptDescriptors
         request.keptEnvironment = keptEnvironment
-        request.workingDirectory = workingDirectory
+        request.workingDirectory = workingDirectory.map(Broker.absolute)
+        request.policyFile = policyFile(self.policy)
+        // No rule may expose the broker's state or the containers, whatever the policy says.
+        request.protectedFolders = [try StateDirectory.defaultPath(environment: request.hostEnvironment), request.containerBase]
         request.compatibility = bestEffort ? .bestEffort : .hardRequirement
         if !grants.isEmpty {
             let resolver = GrantResolver(
@@ -77,7 +81,7 @@ struct Run: ParsableCommand {
 
         let plan = try ConfinementPlan(request)
         if report || !plan.report.missing.isEmpty {
-            Console.write(plan.report.text + "\n")
+            Console.lines(plan.report.text.split(separator: "\n").map(String.init))
         }
         // Catch termination signals from now on, forward them once the child exists.
         ConfinedProcess.holdTerminationSignals()
@@ -86,6 +90,12 @@ struct Run: ParsableCommand {
         let termination = try process.wait()
         Glibc.exit(termination.exitCode)
     }
+}
+
+/// The file `--policy` names, when it is not a built-in policy.
+private func policyFile(_ choice: String?) -> String? {
+    guard let choice, choice.contains("/") || (try? Policy.builtin(named: choice)) == nil else { return nil }
+    return Broker.absolute(choice)
 }
 
 /// `--policy`: a built-in name or a file.

@@ -20,8 +20,21 @@ struct SandboxedRun: ParsableCommand {
 
     /// Runs a command and turns every failure into one line on stderr and a documented exit code.
     static func main() {
+        // `run ... -- COMMAND ARGS`: the command is taken verbatim, not parsed,
+        // so its length costs nothing (the parser is quadratic in passthrough
+        // arguments: 100,000 of them took over two minutes).
+        var options = Array(CommandLine.arguments.dropFirst())
+        var passthrough: [String]?
+        if options.first == "run", let separator = options.firstIndex(of: "--") {
+            passthrough = Array(options[(separator + 1)...])
+            options.removeSubrange(separator...)
+        }
         do {
-            var command = try parseAsRoot()
+            var command = try parseAsRoot(options)
+            if let passthrough, var run = command as? Run {
+                run.command = passthrough
+                command = run
+            }
             try command.run()
         } catch let error as SandboxError {
             Console.error(error.description)
@@ -41,12 +54,20 @@ struct SandboxedRun: ParsableCommand {
 
 /// stderr output with the tool's name, so users know who is speaking.
 enum Console {
+    /// One line, escaped: messages quote names the app chose.
     static func error(_ message: String) {
-        write("sandboxed-run: \(message)\n")
+        write("sandboxed-run: \(Printable.message(message))\n")
     }
 
     static func warning(_ message: String) {
-        write("sandboxed-run: warning: \(message)\n")
+        write("sandboxed-run: warning: \(Printable.message(message))\n")
+    }
+
+    /// Lines for people, each escaped on its own.
+    static func lines(_ lines: String...) { self.lines(lines) }
+
+    static func lines(_ lines: [String]) {
+        write(lines.map { Printable.message($0) + "\n" }.joined())
     }
 
     static func write(_ text: String) {

@@ -240,6 +240,22 @@ import Testing
         #expect(resolved.stdout.contains(#""path":"\#(home.path)/beta""#), "\(resolved.stdout)")
     }
 
+    /// An app can plant a link named like the vault in a folder it may
+    /// write. The picker shows it as a link with its target; following it
+    /// shows the real place, and that is what gets granted.
+    @Test func aSymlinkIsShownAsALinkAndGrantsOnlyWhatWasShown() throws {
+        let home = CLI.Home()
+        let target = home.path + "/zz/elsewhere"
+        try FileManager.default.createDirectory(atPath: target, withIntermediateDirectories: true)
+        #expect(symlink(target, home.path + "/a-vault") == 0)
+        let (status, screen) = try drive("enter,space", home: home)
+        #expect(status == 0)
+        #expect(screen.contains("a-vault -> \(target) (link)"), "\(screen)")
+        #expect(!screen.contains("a-vault/"))
+        let resolved = try CLI.run(["resolve", "--app", "com.example.memo", "--json", home.path + "/picked.bookmark"], home: home)
+        #expect(resolved.stdout.contains(#""path":"\#(target)""#), "\(resolved.stdout)")
+    }
+
     @Test func cancellingGrantsNothing() throws {
         let home = CLI.Home()
         let (status, _) = try drive("q", home: home)

@@ -152,6 +152,7 @@ struct csb_child_plan {
     char *const *argv;
     char *const *envp;
     const char *working_directory;
+    int working_directory_fd;      // fchdir here when >= 0: the folder the parent verified
     int stdio[3];                  // fds to become 0, 1, 2
     const int *kept_fds;           // extra fds that survive exec, unchanged
     int kept_fds_count;

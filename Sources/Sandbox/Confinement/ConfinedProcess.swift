@@ -29,6 +29,7 @@ extension ConfinementPlan {
                             plan.argv = UnsafePointer(argv.pointer)
                             plan.envp = UnsafePointer(envp.pointer)
                             plan.working_directory = cwd
+                            plan.working_directory_fd = workingDirectoryDescriptor.rawValue
                             plan.stdio = (request.standardInput, request.standardOutput, request.standardError)
                             plan.kept_fds = keptFDs.baseAddress
                             plan.kept_fds_count = CInt(keptFDs.count)

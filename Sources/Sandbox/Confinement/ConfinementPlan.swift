@@ -12,6 +12,7 @@ public final class ConfinementPlan: @unchecked Sendable {
     /// `NAME=value` strings the command starts with.
     public let environment: [String]
     public let workingDirectory: String
+    let workingDirectoryDescriptor: OwnedDescriptor
 
     let request: LaunchRequest
     let ruleset: LandlockRuleset?
@@ -45,8 +46,6 @@ public final class ConfinementPlan: @unchecked Sendable {
         }
 
         container = try AppContainer.current(for: request.app, base: request.containerBase)
-        workingDirectory = request.workingDirectory ?? container.root
-        executable = try Self.resolve(name)
         arguments = request.command
         environment = try Self.environment(for: request, container: container)
 
@@ -56,7 +55,29 @@ public final class ConfinementPlan: @unchecked Sendable {
         writableRoots = folders.filter { $0.access == .readWrite }.map(\.descriptor)
 
         let systemPaths = Self.openSystemPaths(policy)
+        try Self.checkNothingProtected(systemPaths: systemPaths, grants: request.folders, policy: policy, protected: request.protectedFolders)
         readableRoots = systemPaths.map(\.descriptor) + folders.map(\.descriptor)
+        if let file = request.policyFile { try Self.checkPolicyFileOutOfReach(file, writable: writableRoots) }
+
+        // The working directory is opened and checked once, and the child
+        // changes into that very folder (fchdir), so a rename cannot redirect it.
+        if let requested = request.workingDirectory {
+            let folder = try Self.openVerified(requested)
+            let reachable: Bool
+            do { reachable = try Ancestry.isBeneath(folder, anyOf: readableRoots) } catch {
+                throw .setup(step: "checking --chdir \(requested)", errno: error)
+            }
+            guard reachable, (try? folder.status().isDirectory) == true else {
+                throw .usage("--chdir \(Printable.path(requested)): not a folder the sandbox can reach; "
+                    + "use its container, a granted folder or one of the policy's system paths")
+            }
+            workingDirectory = requested
+            workingDirectoryDescriptor = folder
+        } else {
+            workingDirectory = container.root
+            workingDirectoryDescriptor = containerFolder.descriptor
+        }
+        executable = try Self.resolve(request.command[0], from: workingDirectoryDescriptor)
         let abi = min(features.landlockABI, Landlock.newestKnownABI)
         if abi >= 1 {
             ruleset = try Self.ruleset(abi: abi, policy: policy, folders: systemPaths + folders)
@@ -129,17 +150,12 @@ public final class ConfinementPlan: @unchecked Sendable {
         }
     }
 
-    /// A path as given, or a name looked up in the sandbox's PATH.
-    private static func resolve(_ name: String) throws(SandboxError) -> String {
+    /// A path as given (a relative one is found from the command's working
+    /// directory, as the child will exec it), or a name looked up in the sandbox's PATH.
+    private static func resolve(_ name: String, from workingDirectory: OwnedDescriptor) throws(SandboxError) -> String {
         if name.contains("/") {
-            var path = name
-            if !name.hasPrefix("/") {
-                guard let cwd = getcwd(nil, 0) else { throw .notFound(command: name) }
-                defer { free(cwd) }
-                path = String(cString: cwd) + "/" + name
-            }
-            guard access(path, F_OK) == 0 else { throw .notFound(command: name) }
-            return path
+            guard faccessat(workingDirectory.rawValue, name, F_OK, 0) == 0 else { throw .notFound(command: name) }
+            return name
         }
         var found: String?
         for folder in sandboxPath.split(separator: ":") {
@@ -149,6 +165,46 @@ public final class ConfinementPlan: @unchecked Sendable {
         }
         guard let found else { throw .notFound(command: name) }
         return found  // exists but is not executable: execve reports why
+    }
+
+    /// A policy the app could edit is no policy: refuse a policy file inside
+    /// its container or a read-write grant, or with a second name (a hard link) anywhere.
+    private static func checkPolicyFileOutOfReach(_ path: String, writable: [OwnedDescriptor]) throws(SandboxError) {
+        let folderPath = path.lastIndex(of: "/").map { $0 == path.startIndex ? "/" : String(path[..<$0]) } ?? "."
+        let problem: String?
+        if let folder = try? openVerified(folderPath), (try? Ancestry.isBeneath(folder, anyOf: writable)) != false {
+            problem = "it lies in a folder the app can write (its container or a read-write grant)"
+        } else if var st = Optional(stat()), stat(path, &st) == 0, st.st_nlink > 1 {
+            problem = "it has \(st.st_nlink) names (hard links), and one may lie where the app can write"
+        } else {
+            problem = nil
+        }
+        if let problem {
+            throw .policy(PolicyError(file: Printable.path(path), key: nil,
+                problem: "\(problem), so the app could rewrite its own policy. Keep policy files outside the app's folders."))
+        }
+    }
+
+    /// Refuses a system path or grant that holds, or lies inside, the broker's
+    /// state or the app containers: it would hand the sandbox the keys, the
+    /// ledger or other apps' data. Compared by inode, as Landlock applies rules.
+    private static func checkNothingProtected(
+        systemPaths: [FolderRule], grants: [FolderRule], policy: Policy, protected: [String]
+    ) throws(SandboxError) {
+        let guarded = protected.compactMap { path in
+            (try? syscallRetrying { csb_open_path(AT_FDCWD, path, 1) }).map { (path, OwnedDescriptor(taking: $0)) }
+        }
+        for (path, folder) in guarded {
+            for rule in systemPaths + grants where (try? Ancestry.overlaps(rule.descriptor, folder)) != false {
+                let problem = "'\(Printable.path(rule.path))' would expose sandboxed-run's own \(Printable.path(path)) "
+                    + "(the broker's keys and ledger, or the app containers) to the sandbox"
+                if rule.name == "system" {
+                    let key = "org.sandboxed-run.system-paths.\(rule.access.rawValue)"
+                    throw .policy(PolicyError(file: policy.source, key: key, problem: problem + ": list narrower paths"))
+                }
+                throw .usage("grant \(rule.name): \(problem): grant a folder that neither holds nor lies inside it")
+            }
+        }
     }
 
     private static func environment(for request: LaunchRequest, container: AppContainer) throws(SandboxError) -> [String] {

@@ -36,8 +36,16 @@ public struct LaunchRequest: Sendable {
     public var keptEnvironment: [String] = []
     /// Descriptors beyond 0, 1, 2 that stay open in the command (`--keep-fd`).
     public var keptDescriptors: [CInt] = []
-    /// Defaults to the container's root, which is also HOME.
+    /// Defaults to the container's root, which is also HOME. It must lie
+    /// within what the sandbox can read; a relative command is found from it.
     public var workingDirectory: String?
+    /// Folders no rule may expose: the broker's state and the app containers.
+    /// A system path or granted folder that holds one, or lies inside one, is
+    /// refused (the app's own container is the one exception).
+    public var protectedFolders: [String] = []
+    /// The policy file this launch was configured from, if any. It is refused
+    /// when it lies where the app can write: the app could rewrite its own policy.
+    public var policyFile: String?
     public var compatibility: CompatibilityLevel = .hardRequirement
     /// The descriptors that become the command's stdin, stdout and stderr.
     public var standardInput: CInt = 0

@@ -1,0 +1,102 @@
+import Foundation
+import Testing
+
+/// What a user may hand the launcher by mistake, and what the app may plant
+/// for the launcher to trip over: each is refused with one clear line.
+@Suite struct HostileInputCLITests {
+    /// A policy that lists the home folder would give the sandbox the broker's
+    /// keys and ledger (and every app's container) to read.
+    @Test func aPolicyThatWouldExposeTheBrokersStateIsRefused() throws {
+        let home = CLI.Home()
+        for exposed in ["/", home.path, home.path + "/state/sandboxed-run/keys"] {
+            try FileManager.default.createDirectory(atPath: home.path + "/state/sandboxed-run/keys", withIntermediateDirectories: true)
+            let policy = home.path + "/wide.json"
+            try #"{"org.sandboxed-run.system-paths.read-execute": ["/usr", "/bin", "/lib", "/lib64"], "org.sandboxed-run.system-paths.read-only": ["\#(exposed)"]}"#
+                .write(toFile: policy, atomically: true, encoding: .utf8)
+            let result = try CLI.run(["run", "--app", "a", "--policy", policy, "--", "/bin/true"], home: home)
+            #expect(result.status == 125, "\(exposed): \(result.stderr)")
+            #expect(result.stderr.contains("key 'org.sandboxed-run.system-paths.read-only': '\(exposed)' would expose sandboxed-run's own"), "\(result.stderr)")
+        }
+    }
+
+    /// The app can write its container: a policy kept there is one it could rewrite.
+    @Test func aPolicyFileTheAppCouldRewriteIsRefused() throws {
+        let home = CLI.Home()
+        let container = try CLI.run(["container", "path", "--app", "com.example.memo"], home: home).stdout
+            .trimmingCharacters(in: .newlines)
+        let policy = container + "/Library/policy.json"
+        try #"{"com.apple.security.network.client": true}"#.write(toFile: policy, atomically: true, encoding: .utf8)
+        let result = try CLI.run(["run", "--app", "com.example.memo", "--policy", policy, "--", "/bin/true"], home: home)
+        #expect(result.status == 125)
+        #expect(result.stderr.contains("the app could rewrite its own policy"), "\(result.stderr)")
+        // The same file outside the app's folders is fine.
+        let outside = home.path + "/policy.json"
+        #expect(link(policy, outside) == 0)
+        #expect(try CLI.run(["run", "--app", "com.example.memo", "--policy", outside, "--", "/bin/true"], home: home).status == 125,
+                "a hard link into the container is the same file")
+        unlink(policy)
+        let alone = try CLI.run(["run", "--app", "com.example.memo", "--policy", outside, "--", "/bin/true"], home: home)
+        #expect(alone.status == 126 || alone.status == 0, "\(alone.stderr)")
+        #expect(!alone.stderr.contains("rewrite its own policy"))
+    }
+
+    @Test func aWorkingDirectoryOutsideTheSandboxIsRefused() throws {
+        let result = try CLI.run(["run", "--app", "a", "--chdir", "/etc", "--", "/bin/true"])
+        #expect(result.status == 125)
+        #expect(result.stderr.contains("--chdir /etc: not a folder the sandbox can reach"), "\(result.stderr)")
+    }
+
+    /// `venv/bin/python` or `./tool` is the command's, found from its working
+    /// directory, not from wherever the launcher was started.
+    @Test func aRelativeCommandIsFoundFromTheCommandsWorkingDirectory() throws {
+        let result = try CLI.run(["run", "--app", "a", "--chdir", "/usr", "--", "bin/sh", "-c", "pwd"])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout == "/usr\n")
+        let missing = try CLI.run(["run", "--app", "a", "--chdir", "/usr", "--", "./no-such-tool"])
+        #expect(missing.status == 127)
+    }
+
+    /// The command line is taken as it is: 100,000 arguments cost milliseconds
+    /// (the argument parser took over two minutes).
+    @Test func aLongCommandLineIsLinear() throws {
+        let count = 100_000
+        let started = Date()
+        let result = try CLI.run(["run", "--app", "a", "--", "/bin/sh", "-c", "echo $#", "sh"] + (0..<count).map { "a\($0)" })
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout == "\(count)\n")
+        #expect(Date().timeIntervalSince(started) < 10)
+    }
+
+    @Test func anEmptySelectionGrantsNothing() throws {
+        let home = CLI.Home()
+        let result = try CLI.run(["pick", "--app", "com.example.memo", "--select", "", "-o", home.path + "/v.bookmark"], home: home)
+        #expect(result.status == 125)
+        #expect(result.stderr.contains("an empty path would grant the current folder"))
+        #expect(try CLI.run(["grants", "list"], home: home).stdout == "no grants\n")
+    }
+
+    /// A folder name is chosen by whoever made the folder, the app included.
+    /// Printed raw, this one would retitle the terminal and forge a line.
+    @Test func namesAreEscapedInEverythingPrintedForPeople() throws {
+        let home = CLI.Home()
+        let name = "notes\u{1B}]0;pwned\u{07}\nsandboxed-run: all good\u{202E}"
+        let folder = home.path + "/" + name
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        let picked = try CLI.run(["pick", "--app", "com.example.memo", "--select", folder, "-o", home.path + "/v.bookmark"], home: home)
+        #expect(picked.status == 0, "\(picked.stderr)")
+        let listed = try CLI.run(["grants", "list"], home: home)
+        let moved = home.path + "/moved"
+        #expect(rename(folder, moved) == 0)
+        let resolved = try CLI.run(["resolve", "--app", "com.example.memo", home.path + "/v.bookmark"], home: home)
+        #expect(resolved.status == 10)
+        for output in [picked.stderr, listed.stdout, resolved.stdout] {
+            #expect(!output.contains("\u{1B}") && !output.contains("\u{07}") && !output.contains("\u{202E}"), "\(output.debugDescription)")
+            #expect(output.filter { $0 == "\n" }.count == 1, "one line: \(output.debugDescription)")
+            #expect(output.contains(#"notes\x1b]0;pwned\x07\nsandboxed-run: all good\u{202e}"#), "\(output.debugDescription)")
+        }
+        // JSON stays exact: the name decodes back to the very bytes.
+        let json = try CLI.run(["grants", "list", "--json"], home: home).stdout
+        let records = try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [[String: Any]]
+        #expect(records?.first?["path"] as? String == folder)
+    }
+}
