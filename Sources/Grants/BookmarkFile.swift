@@ -1,0 +1,191 @@
+@preconcurrency import Glibc
+import CSandbox
+import Sandbox
+import SystemPackage
+
+/// A bookmark file. Apps keep bookmarks where they like, usually in their own
+/// container, so the app may have planted anything at or along its path: a
+/// FIFO (a read that never returns), a device (a write that replaces it), a
+/// symlink to a folder it cannot write (the launcher would write there for it).
+///
+/// So the folder is found once, without following any symlink that lies in
+/// a folder the app can write, and the file is read and replaced only through
+/// that folder's descriptor, with O_NOFOLLOW, and only when it is a regular file.
+public final class BookmarkFile {
+    /// The path as given, for messages.
+    public let path: String
+    let folder: OwnedDescriptor
+    let name: String
+
+    /// Bookmarks are a few hundred bytes.
+    static let sizeLimit = 64 * 1024
+
+    /// - Parameter untrusted: folders the app can write (its container, its
+    ///   read-write grants): a symlink met inside one of them is refused.
+    public init(path: String, untrusted: [OwnedDescriptor]) throws(GrantError) {
+        self.path = path
+        let fail = { (problem: String) in GrantError.bookmarkFile(path: path, problem: problem) }
+        guard path.hasPrefix("/") else { throw fail("give an absolute path") }
+        guard let slash = path.lastIndex(of: "/") else { throw fail("give an absolute path") }
+        name = String(path[path.index(after: slash)...])
+        guard !name.isEmpty, name != ".", name != ".." else { throw fail("name a file, not a folder") }
+        let folderPath = slash == path.startIndex ? "/" : String(path[..<slash])
+        folder = try SafeWalk.openFolder(folderPath, untrusted: untrusted, describe: fail)
+    }
+
+    /// The file's bytes, or nil when there is no file.
+    public func read() throws(GrantError) -> [UInt8]? {
+        guard let kind = try kind() else { return nil }
+        guard kind == .regular else { throw problem("is \(kind.description), not a bookmark file") }
+        // O_NONBLOCK: a FIFO swapped in after the check cannot block the open.
+        let fd = openat(folder.rawValue, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)
+        guard fd >= 0 else { throw problem("could not be opened: \(Errno(rawValue: errno))") }
+        let file = OwnedDescriptor(taking: fd)
+        guard let st = try? file.status(), st.st_mode & S_IFMT == S_IFREG else {
+            throw problem("was replaced by something that is not a regular file while being read")
+        }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 16384)
+        while true {
+            let count: Int
+            do { count = try syscallRetrying { Glibc.read(file.rawValue, &chunk, chunk.count) } } catch {
+                throw problem("could not be read: \(error)")
+            }
+            if count == 0 { return bytes }
+            bytes += chunk[0..<count]
+            guard bytes.count <= Self.sizeLimit else { throw problem("is larger than \(Self.sizeLimit / 1024) KiB: not a bookmark") }
+        }
+    }
+
+    /// Replaces the file atomically: a temporary file in the same folder,
+    /// fsync, rename over the old one, fsync the folder. Only a regular file
+    /// (or nothing) is ever replaced; a crash leaves the old or the new.
+    public func replace(with bytes: [UInt8]) throws(GrantError) {
+        if let kind = try kind(), kind != .regular {
+            throw problem("is \(kind.description): refusing to replace it with a bookmark")
+        }
+        let temporary = "." + name + ".tmp-" + String(UInt64.random(in: 0...UInt64.max), radix: 36)
+        let fd = openat(folder.rawValue, temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw problem("could not be written: \(Errno(rawValue: errno))") }
+        var committed = false
+        defer { if !committed { unlinkat(folder.rawValue, temporary, 0) } }
+        do {
+            let file = OwnedDescriptor(taking: fd)
+            var offset = 0
+            while offset < bytes.count {
+                let written = try bytes[offset...].withUnsafeBytes { chunk throws(Errno) in
+                    try syscallRetrying { Glibc.write(file.rawValue, chunk.baseAddress, chunk.count) }
+                }
+                offset += written
+            }
+            _ = try syscallRetrying { fsync(file.rawValue) }
+        } catch {
+            throw problem("could not be written: \(error)")
+        }
+        if let kind = try kind(), kind != .regular {
+            throw problem("became \(kind.description) while being written: refusing to replace it")
+        }
+        guard renameat(folder.rawValue, temporary, folder.rawValue, name) == 0 else {
+            throw problem("could not be replaced: \(Errno(rawValue: errno))")
+        }
+        committed = true
+        let directory = openat(folder.rawValue, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if directory >= 0 {
+            fsync(directory)
+            close(directory)
+        }
+    }
+
+    private func kind() throws(GrantError) -> FileKind? {
+        var st = stat()
+        guard fstatat(folder.rawValue, name, &st, AT_SYMLINK_NOFOLLOW) == 0 else {
+            if errno == ENOENT { return nil }
+            throw problem("could not be examined: \(Errno(rawValue: errno))")
+        }
+        return FileKind(st.st_mode)
+    }
+
+    private func problem(_ text: String) -> GrantError { .bookmarkFile(path: path, problem: text) }
+}
+
+/// What sits at a name, for messages.
+enum FileKind: Equatable {
+    case regular, directory, symlink, fifo, socket, characterDevice, blockDevice, other
+
+    init(_ mode: mode_t) {
+        switch mode & S_IFMT {
+        case S_IFREG: self = .regular
+        case S_IFDIR: self = .directory
+        case S_IFLNK: self = .symlink
+        case S_IFIFO: self = .fifo
+        case S_IFSOCK: self = .socket
+        case S_IFCHR: self = .characterDevice
+        case S_IFBLK: self = .blockDevice
+        default: self = .other
+        }
+    }
+
+    var description: String {
+        switch self {
+        case .regular: "a regular file"
+        case .directory: "a folder"
+        case .symlink: "a symbolic link"
+        case .fifo: "a FIFO"
+        case .socket: "a socket"
+        case .characterDevice: "a character device"
+        case .blockDevice: "a block device"
+        case .other: "not a regular file"
+        }
+    }
+}
+
+/// Resolves a folder path one component at a time, as the kernel would, but
+/// refuses to follow a symlink that lies in a folder the app can write: the
+/// app could have put it there to send the launcher somewhere else. Symlinks
+/// elsewhere (`/home` -> `/var/home`, say) are the user's and are followed.
+enum SafeWalk {
+    static func openFolder(
+        _ path: String, untrusted: [OwnedDescriptor], describe fail: (String) -> GrantError
+    ) throws(GrantError) -> OwnedDescriptor {
+        var remaining = path.split(separator: "/", omittingEmptySubsequences: true).map(String.init).reversed() as [String]
+        var current = try open("/", relativeTo: nil, fail)
+        var hops = 0
+        while let component = remaining.popLast() {
+            if component == "." { continue }
+            let next = try open(component, relativeTo: current, fail)
+            let st: stat
+            do { st = try next.status() } catch { throw fail("\(component): \(error)") }
+            switch st.st_mode & S_IFMT {
+            case S_IFDIR:
+                current = next
+            case S_IFLNK:
+                hops += 1
+                guard hops <= 40 else { throw fail("too many symbolic links in the path") }
+                if (try? Ancestry.isBeneath(current, anyOf: untrusted)) != false {
+                    throw fail("'\(component)' in its path is a symbolic link inside a folder the app can write; "
+                        + "it may have been planted to redirect sandboxed-run. Give the real path.")
+                }
+                guard let target = linkTarget(component, in: current) else { throw fail("\(component): unreadable link") }
+                if target.hasPrefix("/") { current = try open("/", relativeTo: nil, fail) }
+                remaining += target.split(separator: "/").map(String.init).reversed()
+            default:
+                throw fail("'\(component)' in its path is not a folder")
+            }
+        }
+        return current
+    }
+
+    private static func open(_ name: String, relativeTo folder: OwnedDescriptor?, _ fail: (String) -> GrantError) throws(GrantError) -> OwnedDescriptor {
+        do {
+            return OwnedDescriptor(taking: try syscallRetrying { csb_open_path(folder?.rawValue ?? AT_FDCWD, name, 0) })
+        } catch {
+            throw fail(error == .noSuchFileOrDirectory ? "its folder does not exist ('\(name)' is missing)" : "\(name): \(error)")
+        }
+    }
+
+    private static func linkTarget(_ name: String, in folder: OwnedDescriptor) -> String? {
+        var buffer = [UInt8](repeating: 0, count: Int(PATH_MAX) + 1)
+        let length = buffer.withUnsafeMutableBytes { readlinkat(folder.rawValue, name, $0.baseAddress!.assumingMemoryBound(to: CChar.self), Int(PATH_MAX)) }
+        return length > 0 ? String(decoding: buffer[0..<length], as: UTF8.self) : nil
+    }
+}
