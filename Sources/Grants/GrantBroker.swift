@@ -38,16 +38,26 @@ public final class GrantBroker {
 
     /// Several grants in one ledger transaction (imports, benchmarks).
     public func grant(_ requests: [(app: AppID, folder: String, access: GrantAccess)]) throws(GrantError) -> [Issued] {
-        let (keyID, key) = try keyring.current()
-        var records: [GrantRecord] = []
-        var issued: [Issued] = []
         var verified: [String: (FolderIdentity, String)] = [:]
+        var folders: [(AppID, FolderIdentity, String, GrantAccess)] = []
         for request in requests {
             if verified[request.folder] == nil {
                 let folder = try openFolder(request.folder)
                 verified[request.folder] = (try FolderIdentity.of(folder.fd, path: folder.path), folder.path)
             }
             let (identity, path) = verified[request.folder]!
+            folders.append((request.app, identity, path, request.access))
+        }
+        return try issue(folders)
+    }
+
+    /// Seals a bookmark for each verified folder and records the grants in one transaction.
+    private func issue(_ folders: [(app: AppID, identity: FolderIdentity, path: String, access: GrantAccess)]) throws(GrantError) -> [Issued] {
+        let (keyID, key) = try keyring.current()
+        var records: [GrantRecord] = []
+        var issued: [Issued] = []
+        for request in folders {
+            let (identity, path) = (request.identity, request.path)
             let token = GrantToken.random()
             let created = Int64(time(nil))
             let bookmark = Bookmark(token: token, access: request.access, created: created, identity: identity, path: path)
@@ -62,6 +72,37 @@ public final class GrantBroker {
         }
         try ledger.insert(records)
         return issued
+    }
+
+    /// Grants `app` the folder the user picked, already open: the picker holds
+    /// the folder it shows, so nothing swapped in meanwhile is granted. The
+    /// bookmark goes to `deliver` (write it where the app finds it); if that
+    /// fails, the grant is withdrawn and the error thrown.
+    public func grant(app: AppID, opened folder: OwnedDescriptor, access: GrantAccess, deliver: ([UInt8]) throws -> Void) throws -> Issued {
+        guard let st = try? folder.status(), st.st_mode & S_IFMT == S_IFDIR, let path = folder.currentPath else {
+            throw GrantError.notADirectory(folder.currentPath ?? "the chosen folder")
+        }
+        try checkNotProtected(folder, path: path)
+        let issued = try issue([(app, try FolderIdentity.of(folder, path: path), path, access)]).first!
+        do {
+            try deliver(issued.bookmark)
+        } catch {
+            _ = try? ledger.revoke(id: issued.id, at: Int64(time(nil)))
+            throw error
+        }
+        return issued
+    }
+
+    /// The folders `app` can write besides its container: its live read-write
+    /// grants where they still are. Anything the app planted in them is suspect.
+    public func writableFolders(of app: AppID) throws(GrantError) -> [OwnedDescriptor] {
+        try ledger.list(app: app.rawValue).compactMap { record in
+            guard record.revoked == nil, record.access == .readWrite,
+                  let folder = try? OwnedDescriptor.openPath(record.path, followFinalSymlink: true),
+                  let identity = try? FolderIdentity.of(folder, path: record.path),
+                  identity.handle == record.handle else { return nil }
+            return folder
+        }
     }
 
     /// Opens a folder the user picked and checks it may be granted at all.

@@ -29,6 +29,12 @@ public struct AppContainer: Sendable, Equatable {
         return home + "/.local/share/sandboxed-run"
     }
 
+    /// The folder holding every container the app has had: the app can
+    /// write in it, so nothing found there is trusted.
+    public static func folder(of app: AppID, base: String) -> String {
+        base + "/containers/" + app.rawValue
+    }
+
     /// The app's current container, created on first use.
     public static func current(for app: AppID, base: String) throws(SandboxError) -> AppContainer {
         try withAppLock(app, base: base) { folder throws(SandboxError) in
@@ -103,7 +109,7 @@ public struct AppContainer: Sendable, Equatable {
             partial += "/" + component
             try makeDirectory(partial, allowExisting: true)
         }
-        let folder = base + "/containers/" + app.rawValue
+        let folder = folder(of: app, base: base)
         try makeDirectory(folder, allowExisting: true)
         let fd = open(folder + "/.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw .setup(step: "opening \(folder)/.lock", errno: Errno(rawValue: errno)) }

@@ -12,30 +12,32 @@ enum Broker {
         return try GrantBroker(state: state, protectedFolders: [try AppContainer.defaultBase(environment: environment)])
     }
 
-    /// The picker: asks on the terminal, or takes `selected` as the user's choice.
-    static func pick(
-        app: AppID, access: GrantAccess, selected: String?, startingAt start: String? = nil, highlight: String? = nil,
-        broker: GrantBroker? = nil
-    ) throws -> GrantBroker.Issued {
-        let broker = try broker ?? open()
-        let folder: String
+    /// The terminal picker, for LaunchGrants: opens where the folder moved,
+    /// with the cursor on it, or in the current folder.
+    static func terminalPicker(_ request: PickRequest) throws -> OwnedDescriptor? {
+        let title = "sandboxed-run: choose a folder for \(request.app) (\(request.access.rawValue))"
+        let origin = request.startingAt ?? currentDirectory() ?? Environment.current["HOME"] ?? "/"
+        return try FolderPicker.choose(title: title, startingAt: origin, highlighted: request.highlighted)?.folder
+    }
+
+    /// `pick`: the folder the user chose (or `selected`, typed by the user),
+    /// granted, its bookmark written to `output` before the grant counts.
+    static func pick(app: AppID, access: GrantAccess, selected: String?, output: String) throws -> GrantBroker.Issued {
+        let broker = try open()
+        let folder: OwnedDescriptor
         if let selected {
             guard !selected.isEmpty else {
                 throw SandboxError.usage("--select: give the folder to grant; an empty path would grant the current folder")
             }
-            folder = selected
+            folder = try ConfinementPlan.openFolder(absolute(selected))
         } else {
-            let title = "sandboxed-run: choose a folder for \(app) (\(access.rawValue))"
-            let home = Environment.current["HOME"] ?? "/"
-            let origin = start ?? currentDirectory() ?? home
-            let highlighted = highlight.flatMap { path in path.hasPrefix(origin + "/") ? String(path.dropFirst(origin.count + 1)) : nil }
-            guard let chosen = try FolderPicker.choose(title: title, startingAt: origin, highlighted: highlighted) else {
+            guard let chosen = try terminalPicker(PickRequest(app: app, access: access, startingAt: nil, highlighted: nil)) else {
                 throw GrantError.cancelled
             }
-            // TODO(lead): grant through chosen.folder once the broker takes an opened folder.
-            folder = chosen.path
+            folder = chosen
         }
-        return try broker.grant(app: app, folder: absolute(folder), access: access)
+        let file = try bookmarkFile(output, app: app, broker: broker)
+        return try broker.grant(app: app, opened: folder, access: access) { bookmark in try file.replace(with: bookmark) }
     }
 
     static func currentDirectory() -> String? {
@@ -48,22 +50,10 @@ enum Broker {
         path.hasPrefix("/") ? path : (currentDirectory() ?? "") + "/" + path
     }
 
-    static func write(_ bookmark: [UInt8], to path: String) throws {
-        do {
-            try AtomicFile.write(bookmark, to: absolute(path))
-        } catch {
-            throw GrantError.bookmarkFile(path: path, problem: "could not be written: \(error)")
-        }
-    }
-
-    static func read(_ path: String) throws -> [UInt8] {
-        do {
-            return try AtomicFile.read(path)
-        } catch .noSuchFileOrDirectory {
-            throw GrantError.bookmarkFile(path: path, problem: "does not exist: make one with `sandboxed-run pick`")
-        } catch {
-            throw GrantError.bookmarkFile(path: path, problem: "could not be read: \(error)")
-        }
+    /// A bookmark file of `app`'s: nothing the app planted along its path is followed.
+    static func bookmarkFile(_ path: String, app: AppID, broker: GrantBroker) throws -> BookmarkFile {
+        let untrusted = try LaunchGrants.untrustedFolders(of: app, broker: broker, containerBase: try AppOptions.containerBase())
+        return try BookmarkFile(path: absolute(path), untrusted: untrusted)
     }
 }
 
@@ -83,8 +73,7 @@ struct Pick: ParsableCommand {
     @Option(help: "Choose this folder without asking.") var select: String?
 
     func run() throws {
-        let issued = try Broker.pick(app: try app.appID(), access: readOnly ? .readOnly : .readWrite, selected: select)
-        try Broker.write(issued.bookmark, to: output)
+        let issued = try Broker.pick(app: try app.appID(), access: readOnly ? .readOnly : .readWrite, selected: select, output: output)
         Console.lines("granted \(app.app) \(issued.access.rawValue) access to \(issued.path) (grant \(issued.id))")
     }
 }
@@ -103,10 +92,14 @@ struct Resolve: ParsableCommand {
     func run() throws {
         let broker = try Broker.open()
         let appID = try app.appID()
-        let resolution = try broker.resolve(try Broker.read(file), app: appID)
+        let bookmark = try Broker.bookmarkFile(file, app: appID, broker: broker)
+        guard let blob = try bookmark.read() else {
+            throw GrantError.bookmarkFile(path: file, problem: "does not exist: make one with `sandboxed-run pick`")
+        }
+        let resolution = try broker.resolve(blob, app: appID)
         var renewed = false
         if follow, resolution.isStale, resolution.status == .fresh || resolution.status == .moved {
-            try Broker.write(try broker.renew(resolution, app: appID), to: file)
+            try bookmark.replace(with: try broker.renew(resolution, app: appID))
             renewed = true
         }
         if json {

@@ -63,11 +63,12 @@ struct Run: ParsableCommand {
         request.protectedFolders = [try StateDirectory.defaultPath(environment: request.hostEnvironment), request.containerBase]
         request.compatibility = bestEffort ? .bestEffort : .hardRequirement
         if !grants.isEmpty {
-            let resolver = GrantResolver(
+            let launchGrants = try GrantResolver.launchGrants(
                 app: request.app, policy: policy, onStale: onStale ?? (GrantResolver.hasTerminal ? .prompt : .fail),
-                onMissing: onMissing, broker: try Broker.open())
+                onMissing: onMissing)
             for spec in grants {
-                let (rule, variable) = try resolver.resolve(spec)
+                let (name, file) = try LaunchGrants.parse(spec)
+                let (rule, variable) = try launchGrants.resolve(name: name, bookmark: Broker.absolute(file))
                 request.folders.append(rule)
                 request.environment[variable] = rule.path
             }

@@ -99,6 +99,17 @@ public final class ConfinementPlan: @unchecked Sendable {
         }
     }
 
+    /// Opens a folder the user named (following symlinks: they are the user's),
+    /// as O_PATH; anything but a folder is refused with a usage error.
+    public static func openFolder(_ path: String) throws(SandboxError) -> OwnedDescriptor {
+        let folder: OwnedDescriptor
+        do { folder = OwnedDescriptor(taking: try syscallRetrying { csb_open_path(AT_FDCWD, path, 1) }) } catch {
+            throw .usage("\(Printable.path(path)): \(error == .noSuchFileOrDirectory ? "no such folder" : error.description)")
+        }
+        guard (try? folder.status().isDirectory) == true else { throw .usage("\(Printable.path(path)) is not a folder") }
+        return folder
+    }
+
     /// Opens a folder as O_PATH, following symlinks: the fd is what gets verified and ruled.
     static func openVerified(_ path: String) throws(SandboxError) -> OwnedDescriptor {
         do {

@@ -1,0 +1,156 @@
+@preconcurrency import Glibc
+import Sandbox
+import SystemPackage
+
+/// When a granted folder moved since its bookmark was made.
+public enum StaleChoice: String, Sendable, CaseIterable {
+    /// Refuse to launch, saying how to reconnect.
+    case fail
+    /// Open the picker again, on the folder's new place.
+    case prompt
+    /// Accept the folder with the same handle and rewrite the bookmark, as Apple tells apps to.
+    case follow
+}
+
+/// When a grant's bookmark file does not exist yet.
+public enum MissingChoice: String, Sendable, CaseIterable {
+    case fail
+    /// Ask the user once, and write the bookmark.
+    case prompt
+}
+
+/// What the picker is asked to show.
+public struct PickRequest: Sendable {
+    public let app: AppID
+    public let access: GrantAccess
+    /// Where to start browsing, if not the picker's default.
+    public let startingAt: String?
+    /// A folder in `startingAt` to put the cursor on (the one that moved there).
+    public let highlighted: String?
+
+    public init(app: AppID, access: GrantAccess, startingAt: String? = nil, highlighted: String? = nil) {
+        self.app = app
+        self.access = access
+        self.startingAt = startingAt
+        self.highlighted = highlighted
+    }
+}
+
+/// What `run --grant NAME=FILE` does, for any Swift program: resolve each
+/// bookmark file, apply the stale and missing choices, rewrite the bookmark
+/// safely, and return the Landlock rule built on the very descriptor that
+/// resolution verified. The safety rules live here, in one place:
+/// - bookmark files are read and replaced through `BookmarkFile`, so nothing
+///   the app planted at or along their path is followed or waited on;
+/// - replaced, missing, revoked, wrong-app and invalid bookmarks are never followed;
+/// - a folder that has come to hold the broker's state is refused;
+/// - the policy caps the access (`user-selected.read-only` downgrades).
+public struct LaunchGrants {
+    public let broker: GrantBroker
+    public let app: AppID
+    public let policy: Policy
+    public var onStale: StaleChoice
+    public var onMissing: MissingChoice
+    /// Shows a picker the app does not control, and returns the folder the
+    /// person chose, held open, or nil when they cancelled.
+    public var picker: ((PickRequest) throws -> OwnedDescriptor?)?
+    /// Told what happened that the user should know (a rewritten bookmark, a downgrade).
+    public var notice: (String) -> Void = { _ in }
+    /// Folders the app can write: its containers and its read-write grants.
+    let untrusted: [OwnedDescriptor]
+
+    public init(
+        broker: GrantBroker, app: AppID, policy: Policy, containerBase: String,
+        onStale: StaleChoice = .fail, onMissing: MissingChoice = .fail,
+        picker: ((PickRequest) throws -> OwnedDescriptor?)? = nil
+    ) throws(GrantError) {
+        self.broker = broker
+        self.app = app
+        self.policy = policy
+        self.onStale = onStale
+        self.onMissing = onMissing
+        self.picker = picker
+        untrusted = try Self.untrustedFolders(of: app, broker: broker, containerBase: containerBase)
+    }
+
+    /// The app's containers and read-write grants, opened: a symlink inside
+    /// one of them may have been planted by the app.
+    public static func untrustedFolders(of app: AppID, broker: GrantBroker, containerBase: String) throws(GrantError) -> [OwnedDescriptor] {
+        let containers = try? OwnedDescriptor.openPath(AppContainer.folder(of: app, base: containerBase), followFinalSymlink: true)
+        return [containers].compactMap { $0 } + (try broker.writableFolders(of: app))
+    }
+
+    /// Splits `NAME=FILE`; NAME is letters, digits and `_`, and is uppercased.
+    public static func parse(_ spec: String) throws(GrantError) -> (name: String, file: String) {
+        guard let equals = spec.firstIndex(of: "="), !spec[..<equals].isEmpty, equals != spec.index(before: spec.endIndex),
+              spec[..<equals].allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_") }) else {
+            throw .grantSpecification(spec)
+        }
+        return (spec[..<equals].uppercased(), String(spec[spec.index(after: equals)...]))
+    }
+
+    /// Resolves the bookmark at `path` (absolute) for grant `name`: the rule
+    /// for the launch and the variable that names the folder for the command.
+    public func resolve(name: String, bookmark path: String) throws -> (rule: FolderRule, variable: String) {
+        let fail = { (problem: String) in GrantError.launch(grant: name, file: path, problem: problem) }
+        guard let allowed = GrantAccess.readWrite.pathAccess(allowedBy: policy) else {
+            throw fail("policy \(policy.source) takes no user-selected folders (com.apple.security.files.user-selected.read-write or read-only)")
+        }
+        let file = try BookmarkFile(path: path, untrusted: untrusted)
+        guard let blob = try file.read() else {
+            guard onMissing == .prompt else {
+                throw fail("no bookmark there yet: make one with `sandboxed-run pick --app \(app) -o \(path)`, or pass --on-missing prompt")
+            }
+            let access: GrantAccess = allowed == .readWrite ? .readWrite : .readOnly
+            let issued = try pick(PickRequest(app: app, access: access, startingAt: nil, highlighted: nil), into: file, fail)
+            return try rule(for: broker.resolve(issued.bookmark, app: app), name: name, allowed: allowed, fail)
+        }
+
+        var resolution = try broker.resolve(blob, app: app)
+        switch (resolution.status, onStale) {
+        case (.fresh, _) where !resolution.isStale:
+            break
+        case (.fresh, .follow), (.moved, .follow):
+            try file.replace(with: try broker.renew(resolution, app: app))
+            notice("grant \(name): \(resolution.message); bookmark rewritten")
+        case (.fresh, _):
+            notice("grant \(name): \(resolution.message) (--on-stale follow rewrites it)")
+        case (.moved, .prompt):
+            let parent = resolution.currentPath.map { String($0[..<($0.lastIndex(of: "/") ?? $0.endIndex)]) }
+            let highlighted = resolution.currentPath.map { String($0[$0.index(after: $0.lastIndex(of: "/") ?? $0.startIndex)...]) }
+            let request = PickRequest(app: app, access: resolution.access ?? .readOnly, startingAt: parent, highlighted: highlighted)
+            let issued = try pick(request, into: file, fail)
+            resolution = try broker.resolve(issued.bookmark, app: app)
+        case (.moved, .fail):
+            throw fail("\(resolution.message). Pass --on-stale follow to accept the new place, or --on-stale prompt to choose again.")
+        default:
+            // Replaced, missing, revoked, wrong app and invalid are never followed.
+            throw fail("\(resolution.status.rawValue): \(resolution.message)")
+        }
+        return try rule(for: resolution, name: name, allowed: allowed, fail)
+    }
+
+    /// Asks the person, grants what they chose and writes the bookmark.
+    private func pick(_ request: PickRequest, into file: BookmarkFile, _ fail: (String) -> GrantError) throws -> GrantBroker.Issued {
+        guard let picker else { throw fail("no picker to ask with: make the bookmark with `sandboxed-run pick`") }
+        guard let folder = try picker(request) else { throw GrantError.cancelled }
+        return try broker.grant(app: app, opened: folder, access: request.access) { bookmark in try file.replace(with: bookmark) }
+    }
+
+    private func rule(
+        for resolution: BookmarkResolution, name: String, allowed: Policy.PathAccess, _ fail: (String) -> GrantError
+    ) throws -> (rule: FolderRule, variable: String) {
+        guard resolution.status == .fresh || resolution.status == .moved, let folder = resolution.folder,
+              let path = resolution.currentPath else {
+            throw fail("\(resolution.status.rawValue): \(resolution.message)")
+        }
+        // The folder may have come to hold the broker's own state since it was granted.
+        try broker.checkNotProtected(folder, path: path)
+        var granted = (resolution.access ?? .readOnly).pathAccess(allowedBy: policy) ?? .readOnly
+        if resolution.access == .readWrite, allowed == .readOnly {
+            notice("grant \(name): policy \(policy.source) allows user-selected folders read-only; \(path) is read-only")
+            granted = .readOnly
+        }
+        return (FolderRule(name: name, path: path, descriptor: folder, access: granted), "SANDBOX_GRANT_\(name)")
+    }
+}

@@ -1,0 +1,63 @@
+import Foundation
+import Testing
+@testable import Grants
+@testable import Sandbox
+
+/// `run --grant` as a library: what a Swift program gets without the CLI.
+@Suite struct LaunchGrantsTests {
+    @Test func aMovedFolderIsFollowedOnlyWhenAskedAndTheBookmarkRewrittenInPlace() throws {
+        let home = Home()
+        let broker = try home.broker()
+        let vault = try home.folder("Vault")
+        let file = home.path + "/user/vault.bookmark"
+        _ = try broker.grant(app: memo, opened: ConfinementPlan.openFolder(vault), access: .readWrite) { bookmark in
+            try BookmarkFile(path: file, untrusted: []).replace(with: bookmark)
+        }
+        let moved = home.path + "/user/Vault (2026)"
+        try home.move(vault, moved)
+
+        var grants = try LaunchGrants(broker: broker, app: memo, policy: .defaultPolicy, containerBase: home.containers)
+        #expect(throws: GrantError.self) { try grants.resolve(name: "VAULT", bookmark: file) }
+        grants.onStale = .follow
+        var notices: [String] = []
+        grants.notice = { notices.append($0) }
+        let (rule, variable) = try grants.resolve(name: "VAULT", bookmark: file)
+        #expect(variable == "SANDBOX_GRANT_VAULT")
+        #expect(rule.path == moved)
+        #expect(rule.access == .readWrite)
+        #expect(notices.count == 1 && notices[0].contains("bookmark rewritten"))
+        // Rewritten: fresh now, without following.
+        grants.onStale = .fail
+        #expect(try grants.resolve(name: "VAULT", bookmark: file).rule.path == moved)
+    }
+
+    @Test func theReadOnlyPolicyDowngradesAndAMissingFileNeedsAPicker() throws {
+        let home = Home()
+        let broker = try home.broker()
+        let vault = try home.folder("Vault")
+        let file = home.path + "/user/v.bookmark"
+        let readOnly = try #require(try Policy.builtin(named: "read-only"))
+        var grants = try LaunchGrants(broker: broker, app: memo, policy: readOnly, containerBase: home.containers, onMissing: .prompt)
+        #expect(throws: GrantError.self) { try grants.resolve(name: "V", bookmark: file) }  // no picker given
+        grants.picker = { request in
+            #expect(request.access == .readOnly)
+            return try ConfinementPlan.openFolder(vault)
+        }
+        let (rule, _) = try grants.resolve(name: "V", bookmark: file)
+        #expect(rule.access == .readOnly && rule.path == vault)
+        #expect(FileManager.default.fileExists(atPath: file))
+    }
+
+    /// A cancelled or failed delivery leaves no live grant behind.
+    @Test func aBookmarkThatCannotBeWrittenGrantsNothing() throws {
+        let home = Home()
+        let broker = try home.broker()
+        let vault = try home.folder("Vault")
+        #expect(throws: GrantError.self) {
+            _ = try broker.grant(app: memo, opened: ConfinementPlan.openFolder(vault), access: .readWrite) { bookmark in
+                try BookmarkFile(path: home.path + "/no/such/folder/v.bookmark", untrusted: []).replace(with: bookmark)
+            }
+        }
+        #expect(try broker.list(app: memo).allSatisfy { $0.revoked != nil })
+    }
+}
