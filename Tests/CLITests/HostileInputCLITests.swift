@@ -100,3 +100,66 @@ import Testing
         #expect(records?.first?["path"] as? String == folder)
     }
 }
+
+/// Bookmark files handed to the CLI: a FIFO, a device, a link the app planted.
+@Suite struct HostileBookmarkFileCLITests {
+    /// Runs the CLI, killing it after `seconds`: a hang is a failure, not a stuck suite.
+    func runBounded(_ arguments: [String], home: CLI.Home, seconds: Double = 10) throws -> (CLI.Result, Bool) {
+        let (process, out, err) = try CLI.start(arguments, home: home)
+        let deadline = Date().addingTimeInterval(seconds)
+        while process.isRunning && Date() < deadline { Thread.sleep(forTimeInterval: 0.02) }
+        let hung = process.isRunning
+        if hung { kill(process.processIdentifier, SIGKILL) }
+        let stdout = out.fileHandleForReading.readDataToEndOfFile()
+        let stderr = err.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return (CLI.Result(status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self),
+                           stderr: String(decoding: stderr, as: UTF8.self)), hung)
+    }
+
+    @Test func aFIFOAsABookmarkIsRefusedWithoutHanging() throws {
+        let home = CLI.Home()
+        let fifo = home.path + "/vault.bookmark"
+        #expect(mkfifo(fifo, 0o600) == 0)
+        for arguments in [["run", "--app", "com.example.memo", "--grant", "V=\(fifo)", "--", "/bin/true"],
+                          ["resolve", "--app", "com.example.memo", fifo]] {
+            let (result, hung) = try runBounded(arguments, home: home)
+            #expect(!hung, "\(arguments[0]) hung on a FIFO")
+            #expect(result.status == 125)
+            #expect(result.stderr.contains("is a FIFO, not a bookmark file"), "\(result.stderr)")
+        }
+    }
+
+    @Test func pickNeverReplacesADevice() throws {
+        try #require(getuid() == 0, "making a device node needs root")
+        let home = CLI.Home()
+        try FileManager.default.createDirectory(atPath: home.path + "/Vault", withIntermediateDirectories: true)
+        let device = home.path + "/dev-null"
+        #expect(mknod(device, S_IFCHR | 0o666, dev_t((1 << 8) | 3)) == 0)  // a null device, in scratch
+        let result = try CLI.run(["pick", "--app", "com.example.memo", "--select", home.path + "/Vault", "-o", device], home: home)
+        #expect(result.status == 125)
+        #expect(result.stderr.contains("is a character device"), "\(result.stderr)")
+        var st = stat()
+        #expect(lstat(device, &st) == 0 && st.st_mode & S_IFMT == S_IFCHR)
+        #expect(try CLI.run(["grants", "list"], home: home).stdout.contains("(revoked)") ||
+                CLI.run(["grants", "list"], home: home).stdout == "no grants\n", "no live grant for an undelivered bookmark")
+    }
+
+    /// The app makes its Library a link to a folder it cannot write; the
+    /// launcher, asked to keep the bookmark there, must not write through it.
+    @Test func aLinkPlantedInTheContainerIsNotFollowed() throws {
+        let home = CLI.Home()
+        let container = try CLI.run(["container", "path", "--app", "com.example.memo"], home: home).stdout
+            .trimmingCharacters(in: .newlines)
+        let elsewhere = home.path + "/elsewhere"
+        try FileManager.default.createDirectory(atPath: elsewhere, withIntermediateDirectories: true)
+        try FileManager.default.removeItem(atPath: container + "/Library")
+        #expect(symlink(elsewhere, container + "/Library") == 0)
+        try FileManager.default.createDirectory(atPath: home.path + "/Vault", withIntermediateDirectories: true)
+        let result = try CLI.run(["pick", "--app", "com.example.memo", "--select", home.path + "/Vault",
+                                  "-o", container + "/Library/vault.bookmark"], home: home)
+        #expect(result.status == 125)
+        #expect(result.stderr.contains("is a symbolic link inside a folder the app can write"), "\(result.stderr)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: elsewhere) == [])
+    }
+}
