@@ -41,8 +41,9 @@ struct GrantResolver {
             guard onMissing == .prompt else {
                 throw fail("no bookmark there yet: make one with `sandboxed-run pick --app \(app) -o \(file)`, or pass --on-missing prompt")
             }
-            let issued = try Broker.pick(app: app, access: allowed == .readWrite ? .readWrite : .readOnly, selected: nil, broker: broker)
-            try Broker.write(issued.bookmark, to: file)
+            _ = try Broker.pick(app: app, access: allowed == .readWrite ? .readWrite : .readOnly, selected: nil, broker: broker) {
+                try Broker.write($0, to: file)
+            }
         }
 
         var resolution = try broker.resolve(try Broker.read(file), app: app)
@@ -58,8 +59,7 @@ struct GrantResolver {
             let start = resolution.currentPath.map { String($0[..<($0.lastIndex(of: "/") ?? $0.endIndex)]) }
             let issued = try Broker.pick(
                 app: app, access: resolution.access ?? .readOnly, selected: nil, startingAt: start,
-                highlight: resolution.currentPath, broker: broker)
-            try Broker.write(issued.bookmark, to: file)
+                highlight: resolution.currentPath, broker: broker) { try Broker.write($0, to: file) }
             resolution = try broker.resolve(issued.bookmark, app: app)
             guard resolution.status == .fresh else { throw fail(resolution.message) }
         case (.moved, .fail):

@@ -13,9 +13,10 @@ enum Broker {
     }
 
     /// The picker: asks on the terminal, or takes `selected` as the user's choice.
+    /// The grant takes effect only once `deliver` has saved the bookmark.
     static func pick(
         app: AppID, access: GrantAccess, selected: String?, startingAt start: String? = nil, highlight: String? = nil,
-        broker: GrantBroker? = nil
+        broker: GrantBroker? = nil, deliver: ([UInt8]) throws -> Void
     ) throws -> GrantBroker.Issued {
         let broker = try broker ?? open()
         let folder: String
@@ -31,7 +32,7 @@ enum Broker {
             }
             folder = chosen
         }
-        return try broker.grant(app: app, folder: absolute(folder), access: access)
+        return try broker.grant(app: app, folder: absolute(folder), access: access, deliver: deliver)
     }
 
     static func currentDirectory() -> String? {
@@ -79,8 +80,9 @@ struct Pick: ParsableCommand {
     @Option(help: "Choose this folder without asking.") var select: String?
 
     func run() throws {
-        let issued = try Broker.pick(app: try app.appID(), access: readOnly ? .readOnly : .readWrite, selected: select)
-        try Broker.write(issued.bookmark, to: output)
+        let issued = try Broker.pick(app: try app.appID(), access: readOnly ? .readOnly : .readWrite, selected: select) {
+            try Broker.write($0, to: output)
+        }
         Console.write("granted \(app.app) \(issued.access.rawValue) access to \(issued.path) (grant \(issued.id))\n")
     }
 }
@@ -138,6 +140,8 @@ struct GrantReport: Encodable {
     let path: String
     let created: Int64
     let revoked: Int64?
+    /// live, revoked, or pending (a pick that did not complete: no access).
+    let state: String
 }
 
 struct GrantsCommand: ParsableCommand {
@@ -157,13 +161,14 @@ struct GrantsCommand: ParsableCommand {
             if json {
                 print(JSON.encode(records.map {
                     GrantReport(id: $0.id.hex, app: $0.app, access: $0.access.rawValue, path: $0.path,
-                                created: $0.created, revoked: $0.revoked)
+                                created: $0.created, revoked: $0.revoked,
+                                state: $0.revoked != nil ? "revoked" : $0.pending != nil ? "pending" : "live")
                 }))
                 return
             }
             if records.isEmpty { print("no grants"); return }
             for record in records {
-                print("\(record.id)  \(record.app)  \(record.access.rawValue)  \(record.path)" + (record.revoked == nil ? "" : "  (revoked)"))
+                print("\(record.id)  \(record.app)  \(record.access.rawValue)  \(record.path)" + (record.revoked != nil ? "  (revoked)" : record.pending != nil ? "  (pick did not complete: no access)" : ""))
             }
         }
     }
