@@ -94,14 +94,18 @@ import Testing
 
     @Test(.enabled(if: isRoot, "setpriv needs root"))
     func aStateRootMadeIsRefusedForAnotherUser() throws {
-        let home = CLI.Home()
-        let vault = home.path + "/Vault"
-        let bookmark = home.path + "/vault.bookmark"
+        // Root made a state (keys, ledger, a grant) and put it where uid
+        // 65534's state belongs.
+        let rootHome = CLI.Home()
+        let vault = rootHome.path + "/Vault"
         try FileManager.default.createDirectory(atPath: vault, withIntermediateDirectories: true)
+        #expect(try CLI.run(["pick", "--app", Self.app, "--select", vault, "-o", rootHome.path + "/vault.bookmark"], home: rootHome).status == 0)
+        let home = CLI.Home()
+        let bookmark = home.path + "/vault.bookmark"
         try FileManager.default.createDirectory(atPath: home.path + "/state", withIntermediateDirectories: true)
         try Self.chownTree(home.path)
-        // Root uses uid 65534's state path first: the folder is root's.
-        #expect(try CLI.run(["pick", "--app", Self.app, "--select", vault, "-o", bookmark], home: home).status == 0)
+        #expect(try CLI.program("/bin/cp", ["-a", rootHome.path + "/state/sandboxed-run", rootHome.path + "/vault.bookmark", home.path + "/state/"]).status == 0)
+        #expect(rename(home.path + "/state/vault.bookmark", bookmark) == 0 && chown(bookmark, 65534, 65534) == 0)
         let state = home.path + "/state/sandboxed-run"
         #expect(chmod(state, 0o755) == 0)  // so that the refusal is about the owner, not EACCES
         let result = try Self.asNobody(["resolve", "--app", Self.app, bookmark], home: home)
@@ -178,7 +182,22 @@ import Testing
             _ = try? CLI.program("/usr/bin/umount", [disk])
         }
         try #require(try CLI.program("/usr/sbin/fsfreeze", ["--freeze", disk]).status == 0)
-        let (pick, out, err) = try CLI.start(["pick", "--app", Self.app, "--select", vault, "-o", disk + "/vault.bookmark"], home: home)
+        // Processes that Foundation starts inherit the test runner's blocked
+        // signals (SIGINT among them): start the pick through a shell that
+        // unblocks them, as a user's shell would have them.
+        let pick = Process()
+        pick.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        pick.arguments = [
+            "-c", "import os, signal, sys; [signal.signal(s, signal.SIG_DFL) for s in (signal.SIGPIPE, signal.SIGXFSZ)]; "
+                + "signal.pthread_sigmask(signal.SIG_SETMASK, []); os.execv(sys.argv[1], sys.argv[1:])",
+            CLI.binary, "pick", "--app", Self.app, "--select", vault, "-o", disk + "/vault.bookmark",
+        ]
+        pick.environment = home.environment
+        let out = Pipe()
+        let err = Pipe()
+        pick.standardOutput = out
+        pick.standardError = err
+        try pick.run()
         var recorded = false
         for _ in 0..<400 where !recorded {
             Thread.sleep(forTimeInterval: 0.05)
