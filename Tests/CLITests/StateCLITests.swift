@@ -41,9 +41,24 @@ import Testing
         let home = CLI.Home()
         let vault = home.path + "/Vault"
         try FileManager.default.createDirectory(atPath: vault, withIntermediateDirectories: true)
+        // All 50 wait on a barrier (a lock this test holds), then start together.
+        let barrier = home.path + "/barrier"
+        let held = open(barrier, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        #expect(held >= 0 && flock(held, LOCK_EX) == 0)
         let picks = try (0..<50).map { index in
-            try CLI.start(["pick", "--app", Self.app, "--select", vault, "-o", home.path + "/\(index).bookmark"], home: home)
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/flock")
+            process.arguments = ["--shared", barrier, CLI.binary, "pick", "--app", Self.app, "--select", vault, "-o", home.path + "/\(index).bookmark"]
+            process.environment = home.environment
+            let out = Pipe()
+            let err = Pipe()
+            process.standardOutput = out
+            process.standardError = err
+            try process.run()
+            return (process, out, err)
         }
+        Thread.sleep(forTimeInterval: 1)
+        close(held)
         for (process, out, err) in picks {
             _ = out.fileHandleForReading.readDataToEndOfFile()
             let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
