@@ -21,7 +21,8 @@ public final class GrantBroker {
     /// Opens the broker's state and checks it whole: a state folder with
     /// no keys and no grants is new (and made on the first grant); anything
     /// else must open completely (keys, `current`, ledger) or is an error
-    /// that says what to do. Nothing is written here.
+    /// that says what to do. Nothing is written here (SQLite may add the
+    /// ledger's -wal and -shm files, which it needs even to read).
     public init(state: StateDirectory, protectedFolders: [String] = []) throws(GrantError) {
         self.state = state
         self.protectedFolders = [state.path] + protectedFolders
@@ -103,12 +104,8 @@ public final class GrantBroker {
             throw .stateDirectory(step: "opening \(ledgerPath)", errno: .noSuchFileOrDirectory)
         }
         let ledger = try Ledger(state: state, vetted: file, access: .readWrite, create: true)
-        if try keyring.attach() {
-            // An empty keys/ (made by an older version): fill it.
-            try keyring.rotate()
-        } else {
-            try keyring.makeFolder()
-        }
+        // Renamed over an empty keys/ (older versions made one at once), if any.
+        try keyring.makeFolder()
         return ledger
     }
 

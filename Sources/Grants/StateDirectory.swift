@@ -75,14 +75,18 @@ public struct StateDirectory: Sendable {
     }
 
     /// `flock(2)` on the folder: exclusive to make or rotate keys and to make
-    /// a new state, shared to read the state whole.
+    /// a new state, shared to read the state whole. Each lock is taken on a
+    /// descriptor of its own (flock locks belong to an open file), so it
+    /// also excludes brokers in this process that share this value.
     func withLock<T>(exclusive: Bool, _ body: () throws(GrantError) -> T) throws(GrantError) -> T {
+        let lock: OwnedDescriptor
         do {
-            _ = try syscallRetrying { flock(descriptor.rawValue, exclusive ? LOCK_EX : LOCK_SH) }
+            lock = OwnedDescriptor(taking: try syscallRetrying { openat(descriptor.rawValue, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) })
+            _ = try syscallRetrying { flock(lock.rawValue, exclusive ? LOCK_EX : LOCK_SH) }
         } catch {
             throw .stateDirectory(step: "locking \(path)", errno: error)
         }
-        defer { _ = flock(descriptor.rawValue, LOCK_UN) }
+        defer { _ = flock(lock.rawValue, LOCK_UN) }
         return try body()
     }
 
@@ -316,20 +320,7 @@ public enum AtomicFile {
     /// Replaces `name` in `folder` whole, never following a link there.
     static func replace(_ name: String, in folder: OwnedDescriptor, with bytes: [UInt8], mode: mode_t) throws(Errno) {
         let temporary = name + ".tmp-" + String(UInt64.random(in: 0...UInt64.max), radix: 36)
-        // O_TMPFILE (hidden from Swift by Glibc): __O_TMPFILE | O_DIRECTORY.
-        let unnamed = openat(folder.rawValue, ".", 0o20000000 | O_DIRECTORY | O_WRONLY | O_CLOEXEC, mode)
-        if unnamed >= 0 {
-            let file = OwnedDescriptor(taking: unnamed)
-            try fill(file, with: bytes, mode: mode)
-            // Give it a name: the target's if there is none yet, else a temporary one to rename.
-            let linked = linkat(AT_FDCWD, "/proc/self/fd/\(file.rawValue)", folder.rawValue, name, AT_SYMLINK_FOLLOW) == 0
-            if !linked {
-                guard errno == EEXIST else { throw Errno(rawValue: errno) }
-                _ = try syscallRetrying { linkat(AT_FDCWD, "/proc/self/fd/\(file.rawValue)", folder.rawValue, temporary, AT_SYMLINK_FOLLOW) }
-                try renameOrRemove(temporary, to: name, in: folder)
-            }
-        } else {
-            guard [EOPNOTSUPP, EISDIR, EINVAL].contains(errno) else { throw Errno(rawValue: errno) }
+        if try !replaceUnnamed(name, temporary: temporary, in: folder, with: bytes, mode: mode) {
             let file = OwnedDescriptor(taking: try syscallRetrying {
                 openat(folder.rawValue, temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
             })
@@ -340,6 +331,31 @@ public enum AtomicFile {
             try renameOrRemove(temporary, to: name, in: folder)
         }
         fsync(folder.rawValue)
+    }
+
+    /// The unnamed way: O_TMPFILE, filled, then linked in (at the target's
+    /// name if free, else at `temporary`, renamed over it). False when the
+    /// filesystem (or a missing /proc) does not allow it.
+    private static func replaceUnnamed(_ name: String, temporary: String, in folder: OwnedDescriptor, with bytes: [UInt8], mode: mode_t) throws(Errno) -> Bool {
+        // O_TMPFILE (hidden from Swift by Glibc): __O_TMPFILE | O_DIRECTORY.
+        let unnamed = openat(folder.rawValue, ".", 0o20000000 | O_DIRECTORY | O_WRONLY | O_CLOEXEC, mode)
+        guard unnamed >= 0 else {
+            let code = errno
+            if [EOPNOTSUPP, EISDIR, EINVAL].contains(code) { return false }
+            throw Errno(rawValue: code)
+        }
+        let file = OwnedDescriptor(taking: unnamed)
+        try fill(file, with: bytes, mode: mode)
+        let source = "/proc/self/fd/\(file.rawValue)"
+        if linkat(AT_FDCWD, source, folder.rawValue, name, AT_SYMLINK_FOLLOW) == 0 { return true }
+        guard errno == EEXIST else {
+            let code = errno
+            if [ENOENT, EPERM, EXDEV].contains(code) { return false }
+            throw Errno(rawValue: code)
+        }
+        _ = try syscallRetrying { linkat(AT_FDCWD, source, folder.rawValue, temporary, AT_SYMLINK_FOLLOW) }
+        try renameOrRemove(temporary, to: name, in: folder)
+        return true
     }
 
     private static func fill(_ file: OwnedDescriptor, with bytes: [UInt8], mode: mode_t) throws(Errno) {
