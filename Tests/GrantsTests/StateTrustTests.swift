@@ -183,4 +183,50 @@ import Sandbox
         #expect(unlink(path) == 0 && mkfifo(path, 0o600) == 0)
         expectRefused(home, naming: path, saying: ["is a FIFO"])
     }
+
+    @Test(.enabled(if: isRoot, "lchown needs root"))
+    func aLinkAnotherUserMadeInAStickyFolderIsRefused() throws {
+        // /tmp-like: anyone may add names, so a name there is only as good as its owner.
+        let home = Home()
+        let sticky = home.path + "/sticky"
+        let real = home.path + "/real"
+        for folder in [sticky, real] { try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true) }
+        #expect(chmod(sticky, 0o1777) == 0)
+        try FileManager.default.createSymbolicLink(atPath: sticky + "/state", withDestinationPath: real)
+        let state = sticky + "/state/sandboxed-run"
+        _ = try GrantBroker(state: StateDirectory(path: state)).grant(app: memo, folder: try home.folder("vault"), access: .readWrite)
+        #expect(lchown(sticky + "/state", 65534, 65534) == 0)
+        do {
+            _ = try GrantBroker(state: StateDirectory(path: state))
+            Issue.record("a link another user made in a sticky folder was followed")
+        } catch {
+            #expect("\(error)".contains("\(sticky)/state is a link in the shared folder \(sticky), made by uid 65534"), "\(error)")
+        }
+    }
+
+    @Test(.enabled(if: isRoot, "mounting needs root"))
+    func aStateOnAReadOnlyMountServesReadsAndSaysWhyItCannotWrite() throws {
+        // Root passes every permission check: a read-only bind mount is what stops it.
+        let home = Home()
+        let issued = try home.broker().grant(app: memo, folder: try home.folder("vault"), access: .readWrite)
+        try #require(mount(home.statePath, home.statePath, nil, UInt(MS_BIND), nil) == 0)
+        defer { umount2(home.statePath, Int32(MNT_DETACH)) }
+        try #require(mount(nil, home.statePath, nil, UInt(MS_REMOUNT | MS_BIND | MS_RDONLY), nil) == 0)
+        let broker = try home.broker()
+        #expect(try broker.resolve(issued.bookmark, app: memo).status == .fresh)
+        #expect(try broker.list().count == 1)
+        #expect(throws: GrantError.readOnlyState(path: home.statePath, needed: "this command")) {
+            try broker.grant(app: memo, folder: try home.folder("other"), access: .readWrite)
+        }
+    }
+
+    @Test func aLinkInPlaceOfTheLedgersCompanionFilesIsRefused() throws {
+        let home = Home()
+        try populated(home)
+        let target = home.path + "/user/target"
+        try "scratch\n".write(toFile: target, atomically: false, encoding: .utf8)
+        try FileManager.default.createSymbolicLink(atPath: home.statePath + "/ledger.sqlite-wal", withDestinationPath: target)
+        expectRefused(home, naming: home.statePath + "/ledger.sqlite-wal", saying: ["is a symbolic link"])
+        #expect(try String(contentsOfFile: target, encoding: .utf8) == "scratch\n")
+    }
 }
