@@ -95,10 +95,10 @@ public final class GrantBroker {
             fsync(fd)
             close(fd)
             fsync(state.descriptor.rawValue)
-        } else if errno != EEXIST {
-            throw errno == EROFS || errno == EACCES
+        } else if case let code = errno, code != EEXIST {
+            throw code == EROFS || code == EACCES
                 ? .readOnlyState(path: state.path, needed: "making the grant state")
-                : .stateDirectory(step: "creating \(ledgerPath)", errno: Errno(rawValue: errno))
+                : .stateDirectory(step: "creating \(ledgerPath)", errno: Errno(rawValue: code))
         }
         guard let file = try StateDirectory.statPrivateFile(Ledger.fileName, in: state.descriptor, path: ledgerPath) else {
             throw .stateDirectory(step: "opening \(ledgerPath)", errno: .noSuchFileOrDirectory)
