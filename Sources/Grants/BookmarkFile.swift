@@ -57,38 +57,19 @@ public final class BookmarkFile {
         }
     }
 
-    /// Replaces the file atomically: a temporary file in the same folder,
-    /// fsync, rename over the old one, fsync the folder. Only a regular file
-    /// (or nothing) is ever replaced; a crash leaves the old or the new.
+    /// Replaces the file atomically: the new bytes are written and synced
+    /// before they take the name, and the folder is synced after. Only a
+    /// regular file (or nothing) is ever replaced; a crash leaves the old or the new.
     public func replace(with bytes: [UInt8]) throws(GrantError) {
         if let kind = try kind(), kind != .regular {
             throw problem("is \(kind.description): refusing to replace it with a bookmark")
         }
-        let temporary = "." + name + ".tmp-" + String(UInt64.random(in: 0...UInt64.max), radix: 36)
-        let fd = openat(folder.rawValue, temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw problem("could not be written: \(Errno(rawValue: errno))") }
-        var committed = false
-        defer { if !committed { unlinkat(folder.rawValue, temporary, 0) } }
-        do {
-            let file = OwnedDescriptor(taking: fd)
-            var offset = 0
-            while offset < bytes.count {
-                let written = try bytes[offset...].withUnsafeBytes { chunk throws(Errno) in
-                    try syscallRetrying { Glibc.write(file.rawValue, chunk.baseAddress, chunk.count) }
-                }
-                offset += written
-            }
-            _ = try syscallRetrying { fsync(file.rawValue) }
-        } catch {
+        // An unnamed file (O_TMPFILE) linked into place: a process killed
+        // half way leaves nothing behind. The name is replaced, never what it
+        // named, so a device swapped in at the last moment is not written.
+        do { try AtomicFile.replace(name, in: folder, with: bytes, mode: 0o600) } catch {
             throw problem("could not be written: \(error)")
         }
-        if let kind = try kind(), kind != .regular {
-            throw problem("became \(kind.description) while being written: refusing to replace it")
-        }
-        guard renameat(folder.rawValue, temporary, folder.rawValue, name) == 0 else {
-            throw problem("could not be replaced: \(Errno(rawValue: errno))")
-        }
-        committed = true
         let directory = openat(folder.rawValue, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         if directory >= 0 {
             fsync(directory)

@@ -13,14 +13,100 @@ public final class GrantBroker {
     /// the app containers.
     public let protectedFolders: [String]
     let keyring: Keyring
-    let ledger: Ledger
+    /// The ledger, read-only until something needs to write; nil while the
+    /// state is new (no keys and no grants): nothing is made until a grant.
+    private var openLedger: Ledger?
     var locator = FolderLocator()
 
+    /// Opens the broker's state and checks it whole: a state folder with
+    /// no keys and no grants is new (and made on the first grant); anything
+    /// else must open completely (keys, `current`, ledger) or is an error
+    /// that says what to do. Nothing is written here (SQLite may add the
+    /// ledger's -wal and -shm files, which it needs even to read).
     public init(state: StateDirectory, protectedFolders: [String] = []) throws(GrantError) {
         self.state = state
         self.protectedFolders = [state.path] + protectedFolders
         keyring = Keyring(state: state)
-        ledger = try Ledger(path: state.path + "/ledger.sqlite")
+        openLedger = try state.withLock(exclusive: false) { () throws(GrantError) in try inspect(access: .readOnly) }
+    }
+
+    /// Reads what the state holds, refusing what is untrusted, damaged or
+    /// incomplete. Returns the ledger, or nil for a new state.
+    private func inspect(access: Ledger.Access) throws(GrantError) -> Ledger? {
+        _ = try keyring.attach()
+        let (keys, hasCurrent) = try keyring.inventory()
+        let ledgerPath = state.path + "/" + Ledger.fileName
+        let file = try StateDirectory.statPrivateFile(Ledger.fileName, in: state.descriptor, path: ledgerPath)
+        let startOver = "to start over (every bookmark becomes invalid), move \(state.path) aside"
+        if keys.isEmpty && !hasCurrent {
+            // New, or a first use interrupted before its keys appeared
+            // (they appear last, whole): nothing to lose either way.
+            guard let file, file.st_size > 0 else { return nil }
+            let ledger = try Ledger(state: state, vetted: file, access: access)
+            let grants = try ledger.count()
+            guard grants == 0 else {
+                throw .damagedState(
+                    path: keyring.folderPath, problem: "holds no keys, but the ledger holds \(grants) grant\(grants == 1 ? "" : "s"), so no bookmark can be opened",
+                    fix: "Restore \(keyring.folderPath) from a backup; or, \(startOver).")
+            }
+            return nil
+        }
+        _ = try keyring.current()  // `current` is there and names a good key
+        guard let file else {
+            throw .damagedState(
+                path: ledgerPath, problem: "is missing while keys exist: every grant would be lost",
+                fix: "Restore it from a backup; or, \(startOver).")
+        }
+        guard file.st_size > 0 else {
+            throw .damagedState(
+                path: ledgerPath, problem: "is empty (0 bytes) while keys exist: every grant was lost",
+                fix: "Restore it from a backup; or, \(startOver).")
+        }
+        return try Ledger(state: state, vetted: file, access: access)
+    }
+
+    /// The ledger for reading, or nil while the state is new.
+    func reading() -> Ledger? { openLedger }
+
+    /// The ledger for writing: reopened with write access if it was
+    /// read-only (adopting an older schema), or the state made if new.
+    func writing() throws(GrantError) -> Ledger {
+        if let openLedger, openLedger.access == .readWrite { return openLedger }
+        let ledger = try state.withLock(exclusive: openLedger == nil) { () throws(GrantError) -> Ledger in
+            // Read again: another process may have made the state meanwhile.
+            if let ledger = try inspect(access: .readWrite) { return ledger }
+            return try makeState()
+        }
+        openLedger = ledger
+        return ledger
+    }
+
+    /// Makes a new state: the ledger (0600, O_EXCL, schema inside), then
+    /// `keys/` with its first key, which appears whole by rename. Until
+    /// keys exist the state reads as new, so an interruption loses nothing.
+    /// Under the exclusive lock.
+    private func makeState() throws(GrantError) -> Ledger {
+        keyring.removeLeftovers()
+        let ledgerPath = state.path + "/" + Ledger.fileName
+        let fd = openat(state.descriptor.rawValue, Ledger.fileName, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        if fd >= 0 {
+            // Closing it is safe: no SQLite connection can have a file open that did not exist.
+            fchmod(fd, 0o600)
+            fsync(fd)
+            close(fd)
+            fsync(state.descriptor.rawValue)
+        } else if case let code = errno, code != EEXIST {
+            throw code == EROFS || code == EACCES
+                ? .readOnlyState(path: state.path, needed: "making the grant state")
+                : .stateDirectory(step: "creating \(ledgerPath)", errno: Errno(rawValue: code))
+        }
+        guard let file = try StateDirectory.statPrivateFile(Ledger.fileName, in: state.descriptor, path: ledgerPath) else {
+            throw .stateDirectory(step: "opening \(ledgerPath)", errno: .noSuchFileOrDirectory)
+        }
+        let ledger = try Ledger(state: state, vetted: file, access: .readWrite, create: true)
+        // Renamed over an empty keys/ (older versions made one at once), if any.
+        try keyring.makeFolder()
+        return ledger
     }
 
     /// A grant just minted, and the bookmark to hand to the app.
@@ -32,8 +118,42 @@ public final class GrantBroker {
     }
 
     /// Grants `app` access to the folder at `path`, as picked by the user.
+    /// The grant is live at once: if the bookmark may fail to reach its
+    /// place, use `grant(app:folder:access:deliver:)`.
     public func grant(app: AppID, folder path: String, access: GrantAccess) throws(GrantError) -> Issued {
         try grant([(app, path, access)]).first!
+    }
+
+    /// Grants `app` access to the folder at `path`, as picked by the user,
+    /// and hands the bookmark to `deliver` (which saves it) before the grant
+    /// takes effect. See `grant(app:opened:access:deliver:)`.
+    public func grant(app: AppID, folder path: String, access: GrantAccess, deliver: ([UInt8]) throws -> Void) throws -> Issued {
+        try grant(app: app, opened: try openFolder(path).fd, access: access, deliver: deliver)
+    }
+
+    /// Grants `app` the folder the user picked, already open: the picker holds
+    /// the folder it shows, so nothing swapped in meanwhile is granted. The
+    /// bookmark goes to `deliver` (which saves it where the app finds it)
+    /// before the grant takes effect. Until `deliver` returns the grant is
+    /// pending: a process killed meanwhile leaves a grant that resolves as
+    /// invalid ("the pick did not complete") and gives no access. If
+    /// `deliver` throws, the grant is deleted and the error rethrown.
+    public func grant(app: AppID, opened folder: OwnedDescriptor, access: GrantAccess, deliver: ([UInt8]) throws -> Void) throws -> Issued {
+        guard let st = try? folder.status(), st.st_mode & S_IFMT == S_IFDIR, let path = folder.currentPath else {
+            throw GrantError.notADirectory(folder.currentPath ?? "the chosen folder")
+        }
+        try checkNotProtected(folder, path: path)
+        let identity = try FolderIdentity.of(folder, path: path)
+        let issued = try issue([(app, identity, path, access)], pending: Int64(time(nil))).first!
+        let ledger = try writing()
+        do {
+            try deliver(issued.bookmark)
+        } catch {
+            try? ledger.discard(issued.id)
+            throw error
+        }
+        try ledger.activate(issued.id)
+        return issued
     }
 
     /// Several grants in one ledger transaction (imports, benchmarks).
@@ -48,11 +168,14 @@ public final class GrantBroker {
             let (identity, path) = verified[request.folder]!
             folders.append((request.app, identity, path, request.access))
         }
-        return try issue(folders)
+        return try issue(folders, pending: nil)
     }
 
     /// Seals a bookmark for each verified folder and records the grants in one transaction.
-    private func issue(_ folders: [(app: AppID, identity: FolderIdentity, path: String, access: GrantAccess)]) throws(GrantError) -> [Issued] {
+    private func issue(
+        _ folders: [(app: AppID, identity: FolderIdentity, path: String, access: GrantAccess)], pending: Int64?
+    ) throws(GrantError) -> [Issued] {
+        let ledger = try writing()
         let (keyID, key) = try keyring.current()
         var records: [GrantRecord] = []
         var issued: [Issued] = []
@@ -67,37 +190,19 @@ public final class GrantBroker {
             }
             records.append(GrantRecord(
                 id: token.id, app: request.app.rawValue, access: request.access, path: path, handle: identity.handle,
-                created: created, revoked: nil))
+                created: created, revoked: nil, pending: pending))
             issued.append(Issued(id: token.id, path: path, access: request.access, bookmark: blob))
         }
         try ledger.insert(records)
         return issued
     }
 
-    /// Grants `app` the folder the user picked, already open: the picker holds
-    /// the folder it shows, so nothing swapped in meanwhile is granted. The
-    /// bookmark goes to `deliver` (write it where the app finds it); if that
-    /// fails, the grant is withdrawn and the error thrown.
-    public func grant(app: AppID, opened folder: OwnedDescriptor, access: GrantAccess, deliver: ([UInt8]) throws -> Void) throws -> Issued {
-        guard let st = try? folder.status(), st.st_mode & S_IFMT == S_IFDIR, let path = folder.currentPath else {
-            throw GrantError.notADirectory(folder.currentPath ?? "the chosen folder")
-        }
-        try checkNotProtected(folder, path: path)
-        let issued = try issue([(app, try FolderIdentity.of(folder, path: path), path, access)]).first!
-        do {
-            try deliver(issued.bookmark)
-        } catch {
-            _ = try? ledger.revoke(id: issued.id, at: Int64(time(nil)))
-            throw error
-        }
-        return issued
-    }
-
     /// The folders `app` can write besides its container: its live read-write
     /// grants where they still are. Anything the app planted in them is suspect.
     public func writableFolders(of app: AppID) throws(GrantError) -> [OwnedDescriptor] {
-        try ledger.list(app: app.rawValue).compactMap { record in
-            guard record.revoked == nil, record.access == .readWrite,
+        guard let ledger = reading() else { return [] }
+        return try ledger.list(app: app.rawValue).compactMap { record in
+            guard record.isLive, record.access == .readWrite,
                   let folder = try? OwnedDescriptor.openPath(record.path, followFinalSymlink: true),
                   let identity = try? FolderIdentity.of(folder, path: record.path),
                   identity.handle == record.handle else { return nil }
@@ -123,7 +228,8 @@ public final class GrantBroker {
     public func checkNotProtected(_ folder: OwnedDescriptor, path: String) throws(GrantError) {
         guard let folderID = try? folder.status().identityPair else { return }
         for protected in protectedFolders {
-            guard let guarded = try? OwnedDescriptor.openPath(protected, followFinalSymlink: true),
+            // The state folder is the one checked and held open, whatever its path names now.
+            guard let guarded = protected == state.path ? state.descriptor : try? OwnedDescriptor.openPath(protected, followFinalSymlink: true),
                   let guardedID = try? guarded.status().identityPair else { continue }
             if Self.ancestors(of: guarded).contains(where: { $0 == folderID })
                 || Self.ancestors(of: folder).contains(where: { $0 == guardedID }) {
@@ -161,7 +267,8 @@ public final class GrantBroker {
     /// Classifies a bookmark blob for `app`. Never throws for what the blob
     /// says; throws only when the broker's own state cannot be read.
     public func resolve(_ blob: [UInt8], app: AppID, options: ResolutionOptions = []) throws(GrantError) -> BookmarkResolution {
-        let (currentKeyID, _) = try keyring.current()
+        // Only read: a new state has no key, and resolving never makes one.
+        let currentKeyID = try keyring.currentIDIfAny()
         let bookmark: Bookmark
         let keyID: [UInt8]
         do {
@@ -183,11 +290,14 @@ public final class GrantBroker {
             return outcome(.invalid, message: "this bookmark could not be read: \(error)")
         }
 
-        guard let record = try ledger.find(bookmark.token.id) else {
+        guard let record = try reading()?.find(bookmark.token.id) else {
             return outcome(.invalid, bookmark: bookmark, message: "this bookmark was not issued by this broker (its grant is not in the ledger): pick the folder again")
         }
         if record.revoked != nil {
             return outcome(.revoked, record: record, bookmark: bookmark, message: "access to \(bookmark.path) was revoked: ask the user to pick the folder again if it is still wanted")
+        }
+        if record.pending != nil {
+            return outcome(.invalid, record: record, bookmark: bookmark, message: "the pick that made this bookmark did not complete (the bookmark may not have been saved), so it grants nothing: pick \(bookmark.path) again")
         }
         let sealedWithOldKey = keyID != currentKeyID
 
@@ -239,48 +349,67 @@ public final class GrantBroker {
         let (keyID, key) = try keyring.current()
         let blob: [UInt8]
         do { blob = try bookmark.seal(app: app, keyID: keyID, key: key) } catch { throw .keyring("sealing: \(error)") }
-        if path != record.path { try ledger.updatePath(record.id, to: path) }
+        if path != record.path { try writing().updatePath(record.id, to: path) }
         return blob
     }
 
     // MARK: Listing and revoking
 
+    /// Every grant (pending ones too: `GrantRecord.pending`).
     public func list(app: AppID? = nil) throws(GrantError) -> [GrantRecord] {
-        try ledger.list(app: app?.rawValue)
+        try reading()?.list(app: app?.rawValue) ?? []
     }
 
     public func count() throws(GrantError) -> Int {
-        try ledger.count()
+        try reading()?.count() ?? 0
+    }
+
+    /// The ledger's record of one grant, read now.
+    func record(_ id: GrantID) throws(GrantError) -> GrantRecord? {
+        try reading()?.find(id)
     }
 
     /// Revokes one grant by id (or a unique prefix of it).
     public func revoke(grant prefix: String) throws(GrantError) -> Int {
-        let matches = try ledger.find(prefix: prefix.lowercased())
+        let matches = try reading()?.find(prefix: prefix.lowercased()) ?? []
         guard matches.count == 1 else {
             throw .ledger(matches.isEmpty ? "no grant has an id starting with \(prefix): see `sandboxed-run grants list`" : "more than one grant starts with \(prefix): give more digits")
         }
-        return try ledger.revoke(id: matches[0].id, at: Int64(time(nil)))
+        return try writing().revoke(id: matches[0].id, at: Int64(time(nil)))
     }
 
     public func revoke(app: AppID) throws(GrantError) -> Int {
-        try ledger.revoke(app: app.rawValue, at: Int64(time(nil)))
+        guard reading() != nil else { return 0 }
+        return try writing().revoke(app: app.rawValue, at: Int64(time(nil)))
     }
 
     /// Revokes every grant of the folder at `path`, for every app.
     public func revoke(folder path: String) throws(GrantError) -> Int {
         let fd: OwnedDescriptor
         do { fd = try .openPath(path, followFinalSymlink: true) } catch { throw .folderNotFound(path) }
-        return try ledger.revoke(handle: try FolderIdentity.of(fd, path: path).handle, at: Int64(time(nil)))
+        let handle = try FolderIdentity.of(fd, path: path).handle
+        guard reading() != nil else { return 0 }
+        return try writing().revoke(handle: handle, at: Int64(time(nil)))
     }
 
     /// Seals new bookmarks with a new key. Old bookmarks resolve as stale
     /// until `retireOldKeys`, after which they are invalid.
     public func rotateKey() throws(GrantError) {
-        try keyring.rotate()
+        let wasNew = reading() == nil
+        _ = try writing()  // a new state is made with a first key
+        guard !wasNew else { return }
+        try state.withLock(exclusive: true) { () throws(GrantError) in
+            keyring.removeLeftovers()
+            try keyring.rotate()
+        }
     }
 
     public func retireOldKeys() throws(GrantError) -> Int {
-        try keyring.retireOldKeys()
+        guard reading() != nil else { return 0 }
+        return try state.withLock(exclusive: true) { () throws(GrantError) in
+            keyring.removeLeftovers()
+            return try keyring.retireOldKeys()
+        }
     }
 }
 

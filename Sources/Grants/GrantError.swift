@@ -10,6 +10,15 @@ public enum GrantError: Error, Equatable, CustomStringConvertible, Sendable {
     /// The filesystem gives no file handle, so replacement could not be told apart.
     case noFolderIdentity(folder: String, errno: Errno)
     case stateDirectory(step: String, errno: Errno)
+    /// Something in the state folder (or a folder above it) that another
+    /// user made, can change or can read: using it could mean using their keys.
+    case untrustedState(path: String, problem: String, fix: String)
+    /// The state is incomplete or damaged: going on would lose grants.
+    case damagedState(path: String, problem: String, fix: String)
+    /// The ledger was written by a newer sandboxed-run.
+    case ledgerTooNew(path: String, version: Int, understood: Int)
+    /// The command needs to write the state, and it is read-only.
+    case readOnlyState(path: String, needed: String)
     case ledger(String)
     case keyring(String)
     case bookmarkFile(path: String, problem: String)
@@ -31,6 +40,14 @@ public enum GrantError: Error, Equatable, CustomStringConvertible, Sendable {
             "cannot grant \(folder): its filesystem gives no file handle (\(errno)), so a replaced folder could not be told from the original"
         case .stateDirectory(let step, let errno):
             "the grant state could not be used: \(step) failed: \(errno). Check $XDG_STATE_HOME/sandboxed-run (or ~/.local/state/sandboxed-run)."
+        case .untrustedState(let path, let problem, let fix):
+            "refusing the grant state: \(path) \(problem). \(fix)"
+        case .damagedState(let path, let problem, let fix):
+            "the grant state is damaged: \(path) \(problem). \(fix)"
+        case .ledgerTooNew(let path, let version, let understood):
+            "\(path): ledger schema \(version) is newer than this sandboxed-run understands (\(understood)): upgrade sandboxed-run"
+        case .readOnlyState(let path, let needed):
+            "the grant state at \(path) is read-only, and \(needed) needs to write it: make it writable (`chmod u+w \(path)`), or use a command that only reads"
         case .ledger(let problem):
             "the grant ledger failed: \(problem)"
         case .keyring(let problem):

@@ -11,60 +11,269 @@ public struct GrantRecord: Equatable, Sendable {
     public let handle: [UInt8]
     public let created: Int64
     public var revoked: Int64?
+    /// When a pick began that has not completed: its bookmark may never
+    /// have been saved, so the grant gives no access (see
+    /// `GrantBroker.grant(app:folder:access:deliver:)`).
+    public var pending: Int64? = nil
+
+    /// Live: neither revoked nor pending.
+    public var isLive: Bool { revoked == nil && pending == nil }
 }
 
 /// The grant ledger: SQLite in WAL mode with full fsync, so every change is
 /// one transaction that a crash either keeps or drops. Grants are keyed by
 /// the SHA-256 of their token and indexed by app and by folder handle, so a
 /// million grants resolve as fast as ten.
+///
+/// Schema versions (`PRAGMA user_version`): 0, the first (no `pending`
+/// column), adopted by adding the column; 1, current. A newer one is refused.
+///
+/// The file is opened only after the state folder and the file itself were
+/// checked through descriptors; SQLite gets the folder's canonical path and
+/// SQLITE_OPEN_NOFOLLOW, never creates the file (the broker makes it 0600
+/// with O_EXCL, and SQLite gives -wal and -shm the database's mode), and the
+/// opened file is checked to be the inode that was vetted. (The broker
+/// never holds a descriptor of its own on the ledger: closing it would drop
+/// SQLite's POSIX locks in this process.)
 final class Ledger {
-    private let database: OpaquePointer
+    static let fileName = "ledger.sqlite"
+    static let schemaVersion = 1
 
-    init(path: String) throws(GrantError) {
-        var handle: OpaquePointer?
-        let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
-        guard sqlite3_open_v2(path, &handle, flags, nil) == SQLITE_OK, let handle else {
-            let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"
-            sqlite3_close(handle)
-            throw .ledger("opening \(path): \(message)")
+    enum Access { case readOnly, readWrite }
+
+    let access: Access
+    /// As users know it (the state path they gave).
+    let path: String
+    let statePath: String
+    private let database: OpaquePointer
+    /// False for a version-0 ledger read without write access.
+    private(set) var hasPendingColumn = true
+
+    /// Opens the ledger in `state`, checked as `vetted` (its status, read
+    /// without following links). With `create`, a ledger without tables
+    /// gets the current schema; otherwise it is refused as not a ledger.
+    init(state: StateDirectory, vetted: stat, access: Access, create: Bool = false) throws(GrantError) {
+        self.access = access
+        path = state.path + "/" + Self.fileName
+        statePath = state.path
+        let canonical = (state.canonicalPath == "/" ? "" : state.canonicalPath) + "/" + Self.fileName
+        try Self.checkCompanions(state: state, shown: path)
+        var readOnlyFolderFallback = false
+        var opened: OpaquePointer?
+        while true {
+            opened = try Self.open(canonical, shown: path, access: access, immutable: readOnlyFolderFallback)
+            // Opening is lazy: make SQLite read the header now.
+            let probe = Self.userVersion(opened!)
+            if access == .readOnly, !readOnlyFolderFallback, probe.code & 0xFF == SQLITE_READONLY || probe.code & 0xFF == SQLITE_CANTOPEN,
+               try Self.walIsEmpty(state: state, shown: path) {
+                // SQLite 3.40 cannot read a WAL database in a folder it may not
+                // write unless -wal and -shm exist. With no -wal content and a
+                // folder nobody can write (a writer must create -wal first),
+                // the file cannot change under us: read it as immutable.
+                sqlite3_close_v2(opened)
+                readOnlyFolderFallback = true
+                continue
+            }
+            if probe.code != SQLITE_OK {
+                let message = String(cString: sqlite3_errmsg(opened))
+                sqlite3_close_v2(opened)
+                throw Self.explain(probe.code, message: message, path: path, state: state, access: access)
+            }
+            break
         }
-        database = handle
-        chmod(path, 0o600)
+        database = opened!
+        // What SQLite opened is the file that was vetted: same inode, at the
+        // same name in the same folder.
+        var now = stat()
+        var folderNow = stat()
+        guard fstatat(state.descriptor.rawValue, Self.fileName, &now, AT_SYMLINK_NOFOLLOW) == 0,
+              now.st_dev == vetted.st_dev, now.st_ino == vetted.st_ino,
+              stat(state.canonicalPath, &folderNow) == 0, let folder = try? state.descriptor.status(),
+              folderNow.st_dev == folder.st_dev, folderNow.st_ino == folder.st_ino else {
+            sqlite3_close_v2(database)
+            throw .untrustedState(path: path, problem: "changed while it was being opened", fix: "Try again; if it persists, check who else writes \(state.path).")
+        }
         sqlite3_busy_timeout(database, 10_000)
-        try execute("""
-            PRAGMA journal_mode = WAL;
-            PRAGMA synchronous = FULL;
-            CREATE TABLE IF NOT EXISTS grants (
-                id BLOB PRIMARY KEY,
-                app TEXT NOT NULL,
-                access TEXT NOT NULL,
-                path TEXT NOT NULL,
-                handle BLOB NOT NULL,
-                created INTEGER NOT NULL,
-                revoked INTEGER
-            ) WITHOUT ROWID;
-            CREATE INDEX IF NOT EXISTS grants_by_app ON grants(app);
-            CREATE INDEX IF NOT EXISTS grants_by_handle ON grants(handle);
-            """)
+        do {
+            try prepareSchema(create: create)
+        } catch {
+            sqlite3_close_v2(database)
+            throw error
+        }
     }
 
     deinit {
         sqlite3_close_v2(database)
     }
 
+    private static func open(_ canonical: String, shown: String, access: Access, immutable: Bool) throws(GrantError) -> OpaquePointer {
+        var handle: OpaquePointer?
+        let mode = access == .readWrite ? SQLITE_OPEN_READWRITE : SQLITE_OPEN_READONLY
+        let flags = mode | SQLITE_OPEN_NOFOLLOW | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_URI
+        let uri = "file:" + percentEncoded(canonical) + (immutable ? "?immutable=1" : "")
+        guard sqlite3_open_v2(uri, &handle, flags, nil) == SQLITE_OK, let handle else {
+            let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"
+            sqlite3_close_v2(handle)
+            throw .ledger("opening \(shown): \(message)")
+        }
+        sqlite3_extended_result_codes(handle, 1)
+        return handle
+    }
+
+    private static func userVersion(_ database: OpaquePointer) -> (code: Int32, version: Int) {
+        var statement: OpaquePointer?
+        var code = sqlite3_prepare_v2(database, "PRAGMA user_version", -1, &statement, nil)
+        var version = 0
+        if code == SQLITE_OK {
+            code = sqlite3_step(statement)
+            if code == SQLITE_ROW {
+                version = Int(sqlite3_column_int64(statement, 0))
+                code = SQLITE_OK
+            } else {
+                code = sqlite3_extended_errcode(database)
+            }
+        } else {
+            code = sqlite3_extended_errcode(database)
+        }
+        sqlite3_finalize(statement)
+        return (code, version)
+    }
+
+    /// An SQLite failure to open, said as what it means for the user.
+    private static func explain(_ code: Int32, message: String, path: String, state: StateDirectory, access: Access) -> GrantError {
+        if access == .readWrite, code & 0xFF == SQLITE_READONLY || code & 0xFF == SQLITE_CANTOPEN,
+           Glibc.access(state.canonicalPath, W_OK) != 0 || Glibc.access(state.canonicalPath + "/" + fileName, W_OK) != 0 {
+            return .readOnlyState(path: state.path, needed: "this command")
+        }
+        switch code & 0xFF {
+        case SQLITE_NOTADB, SQLITE_CORRUPT:
+            return .damagedState(
+                path: path, problem: "is not a sandboxed-run ledger (\(message))",
+                fix: "Restore it from a backup; or, to start over (every bookmark becomes invalid), move \(state.path) aside.")
+        case SQLITE_READONLY where access == .readOnly, SQLITE_CANTOPEN where access == .readOnly:
+            return .ledger("opening \(path): \(message). The folder is read-only and the ledger has changes not yet merged (\(fileName)-wal): open it once with write access")
+        default:
+            return .ledger("opening \(path): \(message) (SQLite code \(code))")
+        }
+    }
+
+    /// -wal and -shm, if present, must be private files of the user's, as
+    /// the ledger is: SQLite opens them by name.
+    private static func checkCompanions(state: StateDirectory, shown: String) throws(GrantError) {
+        for suffix in ["-wal", "-shm"] {
+            var st = stat()
+            guard fstatat(state.descriptor.rawValue, fileName + suffix, &st, AT_SYMLINK_NOFOLLOW) == 0 else { continue }
+            try StateDirectory.checkPrivate(st, path: shown + suffix, kind: S_IFREG)
+        }
+    }
+
+    private static func walIsEmpty(state: StateDirectory, shown: String) throws(GrantError) -> Bool {
+        var st = stat()
+        guard fstatat(state.descriptor.rawValue, fileName + "-wal", &st, AT_SYMLINK_NOFOLLOW) == 0 else { return true }
+        return st.st_size == 0
+    }
+
+    private static func percentEncoded(_ path: String) -> String {
+        var out = ""
+        for byte in path.utf8 {
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                 UInt8(ascii: "/"), UInt8(ascii: "-"), UInt8(ascii: "_"), UInt8(ascii: "."), UInt8(ascii: "~"):
+                out.unicodeScalars.append(Unicode.Scalar(byte))
+            default:
+                out += "%" + String(byte >> 4, radix: 16) + String(byte & 0xF, radix: 16)
+            }
+        }
+        return out
+    }
+
+    /// Checks the version; creates the schema (with `create`) or adopts a
+    /// version-0 ledger (with write access).
+    private func prepareSchema(create: Bool) throws(GrantError) {
+        if access == .readWrite {
+            try execute("PRAGMA journal_mode = WAL")
+        }
+        try execute("PRAGMA synchronous = FULL")
+        let version = try scalar("PRAGMA user_version")
+        if version > Self.schemaVersion {
+            throw .ledgerTooNew(path: path, version: Int(version), understood: Self.schemaVersion)
+        }
+        let hasTable = try scalar("SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'grants'") == 1
+        if !hasTable {
+            let tables = try scalar("SELECT count(*) FROM sqlite_schema")
+            guard create, version == 0, tables == 0, access == .readWrite else {
+                throw .damagedState(
+                    path: path, problem: "holds no grants table: it is not a sandboxed-run ledger",
+                    fix: "Restore it from a backup; or, to start over (every bookmark becomes invalid), move its folder aside.")
+            }
+        } else if version == Self.schemaVersion {
+            return
+        }
+        guard access == .readWrite else {
+            hasPendingColumn = false  // version 0, read as it is
+            return
+        }
+        try transaction { () throws(GrantError) in
+            // Another process may have done it meanwhile.
+            let current = try scalar("PRAGMA user_version")
+            let table = try scalar("SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'grants'") == 1
+            if table && current == Self.schemaVersion { return }
+            if table {
+                // Version 0: the same table without `pending`.
+                try execute("ALTER TABLE grants ADD COLUMN pending INTEGER")
+            } else {
+                try execute("""
+                    CREATE TABLE grants (
+                        id BLOB PRIMARY KEY,
+                        app TEXT NOT NULL,
+                        access TEXT NOT NULL,
+                        path TEXT NOT NULL,
+                        handle BLOB NOT NULL,
+                        created INTEGER NOT NULL,
+                        revoked INTEGER,
+                        pending INTEGER
+                    ) WITHOUT ROWID
+                    """)
+            }
+            try execute("CREATE INDEX IF NOT EXISTS grants_by_app ON grants(app)")
+            try execute("CREATE INDEX IF NOT EXISTS grants_by_handle ON grants(handle)")
+            try execute("PRAGMA user_version = \(Self.schemaVersion)")
+        }
+    }
+
+    private var columns: String {
+        "id, app, access, path, handle, created, revoked, " + (hasPendingColumn ? "pending" : "NULL")
+    }
+
+    /// Records grants: live, or pending since `pending` (a Unix time).
     func insert(_ records: [GrantRecord]) throws(GrantError) {
         try transaction { () throws(GrantError) in
-            let statement = try prepare("INSERT INTO grants (id, app, access, path, handle, created, revoked) VALUES (?, ?, ?, ?, ?, ?, NULL)")
+            let statement = try prepare("INSERT INTO grants (id, app, access, path, handle, created, revoked, pending) VALUES (?, ?, ?, ?, ?, ?, NULL, ?)")
             for record in records {
-                try statement.bind(record.id.digest, record.app, record.access.rawValue, record.path, record.handle, record.created)
+                try statement.bind(record.id.digest, record.app, record.access.rawValue, record.path, record.handle, record.created,
+                                   record.pending.map { $0 as any SQLValue } ?? SQLNull())
                 try statement.stepDone()
                 statement.reset()
             }
         }
     }
 
+    /// A pending grant's bookmark was delivered: it becomes live.
+    func activate(_ id: GrantID) throws(GrantError) {
+        let statement = try prepare("UPDATE grants SET pending = NULL WHERE id = ? AND pending IS NOT NULL")
+        try statement.bind(id.digest)
+        try statement.stepDone()
+    }
+
+    /// A pending grant's bookmark could not be delivered: it is forgotten.
+    func discard(_ id: GrantID) throws(GrantError) {
+        let statement = try prepare("DELETE FROM grants WHERE id = ? AND pending IS NOT NULL")
+        try statement.bind(id.digest)
+        try statement.stepDone()
+    }
+
     func find(_ id: GrantID) throws(GrantError) -> GrantRecord? {
-        let statement = try prepare("SELECT id, app, access, path, handle, created, revoked FROM grants WHERE id = ?")
+        let statement = try prepare("SELECT \(columns) FROM grants WHERE id = ?")
         try statement.bind(id.digest)
         return try statement.rows().first
     }
@@ -76,7 +285,7 @@ final class Ledger {
         guard !prefix.isEmpty, prefix.count <= digits,
               let low = Keyring.decodeHex(prefix + String(repeating: "0", count: digits - prefix.count)),
               let high = Keyring.decodeHex(prefix + String(repeating: "f", count: digits - prefix.count)) else { return [] }
-        let statement = try prepare("SELECT id, app, access, path, handle, created, revoked FROM grants WHERE id >= ? AND id <= ? LIMIT 2")
+        let statement = try prepare("SELECT \(columns) FROM grants WHERE id >= ? AND id <= ? LIMIT 2")
         try statement.bind(low, high)
         return try statement.rows()
     }
@@ -84,20 +293,17 @@ final class Ledger {
     func list(app: String?) throws(GrantError) -> [GrantRecord] {
         let statement: Statement
         if let app {
-            statement = try prepare("SELECT id, app, access, path, handle, created, revoked FROM grants WHERE app = ? ORDER BY created, path")
+            statement = try prepare("SELECT \(columns) FROM grants WHERE app = ? ORDER BY created, path")
             try statement.bind(app)
         } else {
-            statement = try prepare("SELECT id, app, access, path, handle, created, revoked FROM grants ORDER BY app, created, path")
+            statement = try prepare("SELECT \(columns) FROM grants ORDER BY app, created, path")
         }
         return try statement.rows()
     }
 
     func count() throws(GrantError) -> Int {
-        let statement = try prepare("SELECT count(*) FROM grants")
-        guard try statement.step() else { return 0 }
-        return Int(sqlite3_column_int64(statement.pointer, 0))
+        Int(try scalar("SELECT count(*) FROM grants"))
     }
-
     /// Marks matching live grants revoked; returns how many.
     func revoke(id: GrantID? = nil, app: String? = nil, handle: [UInt8]? = nil, at time: Int64) throws(GrantError) -> Int {
         var conditions = ["revoked IS NULL"]
@@ -124,11 +330,22 @@ final class Ledger {
 
     private func execute(_ sql: String) throws(GrantError) {
         var message: UnsafeMutablePointer<CChar>?
-        guard sqlite3_exec(database, sql, nil, nil, &message) == SQLITE_OK else {
+        let code = sqlite3_exec(database, sql, nil, nil, &message)
+        guard code == SQLITE_OK else {
             let text = message.map { String(cString: $0) } ?? "unknown error"
             sqlite3_free(message)
-            throw .ledger(text)
+            throw failure(code, text)
         }
+    }
+
+    private func scalar(_ sql: String) throws(GrantError) -> Int64 {
+        let statement = try prepare(sql)
+        guard try statement.step() else { return 0 }
+        return sqlite3_column_int64(statement.pointer, 0)
+    }
+
+    private func failure(_ code: Int32, _ text: String) -> GrantError {
+        code & 0xFF == SQLITE_READONLY ? .readOnlyState(path: statePath, needed: "this command") : .ledger(text)
     }
 
     private func transaction(_ body: () throws(GrantError) -> Void) throws(GrantError) {
@@ -152,6 +369,7 @@ final class Ledger {
 }
 
 protocol SQLValue {}
+struct SQLNull: SQLValue {}
 extension String: SQLValue {}
 extension Int64: SQLValue {}
 extension Array: SQLValue where Element == UInt8 {}
@@ -179,6 +397,7 @@ final class Statement {
             case let text as String: result = sqlite3_bind_text(pointer, index, text, -1, Self.transient)
             case let number as Int64: result = sqlite3_bind_int64(pointer, index, number)
             case let blob as [UInt8]: result = blob.withUnsafeBytes { sqlite3_bind_blob(pointer, index, $0.baseAddress, Int32($0.count), Self.transient) }
+            case is SQLNull: result = sqlite3_bind_null(pointer, index)
             default: result = SQLITE_MISUSE
             }
             guard result == SQLITE_OK else { throw .ledger(String(cString: sqlite3_errmsg(database))) }
@@ -189,7 +408,9 @@ final class Statement {
         switch sqlite3_step(pointer) {
         case SQLITE_ROW: return true
         case SQLITE_DONE: return false
-        default: throw .ledger(String(cString: sqlite3_errmsg(database)))
+        case let code:
+            let message = String(cString: sqlite3_errmsg(database))
+            throw code & 0xFF == SQLITE_READONLY ? .ledger(message + ": the state folder or ledger is read-only, and this command needs to write it") : .ledger(message)
         }
     }
 
@@ -214,7 +435,8 @@ final class Statement {
             records.append(GrantRecord(
                 id: GrantID(digest: blob(0)), app: text(1), access: GrantAccess(rawValue: text(2)) ?? .readOnly,
                 path: text(3), handle: blob(4), created: sqlite3_column_int64(pointer, 5),
-                revoked: sqlite3_column_type(pointer, 6) == SQLITE_NULL ? nil : sqlite3_column_int64(pointer, 6)))
+                revoked: sqlite3_column_type(pointer, 6) == SQLITE_NULL ? nil : sqlite3_column_int64(pointer, 6),
+                pending: sqlite3_column_type(pointer, 7) == SQLITE_NULL ? nil : sqlite3_column_int64(pointer, 7)))
         }
         return records
     }

@@ -39,7 +39,7 @@ public final class SecurityScopedURL {
 
     /// Returns false when the grant was revoked since the URL was resolved.
     public func startAccessingSecurityScopedResource() -> Bool {
-        if let grantID, let record = try? broker.ledger.find(grantID), record.revoked != nil {
+        if let grantID, let record = try? broker.record(grantID), !record.isLive {
             return false
         }
         count.withLock { $0 += 1 }

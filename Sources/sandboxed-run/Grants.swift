@@ -135,6 +135,8 @@ struct GrantReport: Encodable {
     let path: String
     let created: Int64
     let revoked: Int64?
+    /// live, revoked, or pending (a pick that did not complete: no access).
+    let state: String
 }
 
 struct GrantsCommand: ParsableCommand {
@@ -154,13 +156,15 @@ struct GrantsCommand: ParsableCommand {
             if json {
                 print(JSON.encode(records.map {
                     GrantReport(id: $0.id.hex, app: $0.app, access: $0.access.rawValue, path: $0.path,
-                                created: $0.created, revoked: $0.revoked)
+                                created: $0.created, revoked: $0.revoked,
+                                state: $0.revoked != nil ? "revoked" : $0.pending != nil ? "pending" : "live")
                 }))
                 return
             }
             if records.isEmpty { print("no grants"); return }
             for record in records {
-                print(Printable.message("\(record.id)  \(record.app)  \(record.access.rawValue)  \(record.path)" + (record.revoked == nil ? "" : "  (revoked)")))
+                print(Printable.message("\(record.id)  \(record.app)  \(record.access.rawValue)  \(record.path)"
+                    + (record.revoked != nil ? "  (revoked)" : record.pending != nil ? "  (pick did not complete: no access)" : "")))
             }
         }
     }

@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 import Testing
 @testable import Grants
 @testable import Sandbox
@@ -68,9 +69,12 @@ import Testing
         defer { flipper.stop() }
         let untrusted = [try open(app)]
 
-        // Without the protection: the plain rename-over-by-path writer.
-        var naive = 0
-        for _ in 0..<300 { if (try? AtomicFile.write([1], to: library + "/v.bookmark")) != nil { naive += 1 } }
+        // Without the protection: the plain writer, a temporary file renamed over the target, by path.
+        for _ in 0..<20_000 where (try? FileManager.default.contentsOfDirectory(atPath: elsewhere))?.isEmpty != false {
+            let temporary = library + "/.v.bookmark.tmp"
+            let fd = Glibc.open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+            if fd >= 0 { close(fd); rename(temporary, library + "/v.bookmark") }
+        }
         let landed = try FileManager.default.contentsOfDirectory(atPath: elsewhere).count
         #expect(landed > 0, "the flip never redirected the naive writer: the test proves nothing")
         for name in try FileManager.default.contentsOfDirectory(atPath: elsewhere) { unlink(elsewhere + "/" + name) }
@@ -103,15 +107,14 @@ final class Flipper: @unchecked Sendable {
         mkdir(real, 0o700)
         symlink(elsewhere, link)
         let thread = Thread { [self] in
-            var toLink = true
             while !isStopped {
                 // The link, then the real folder, each for a moment under the name `library`.
-                rename(toLink ? link : real, library)
-                rename(library, toLink ? link : real)
-                toLink.toggle()
-                rename(toLink ? link : real, library)
+                rename(link, library)
                 usleep(50)
-                rename(library, toLink ? link : real)
+                rename(library, link)
+                rename(real, library)
+                usleep(50)
+                rename(library, real)
             }
         }
         self.thread = thread

@@ -34,6 +34,7 @@ import Sandbox
         let home = Home()
         let broker = try home.broker()
         var generator = SystemRandomNumberGenerator()
+        try broker.rotateKey()  // a new state has no key until its first grant
         let header = Bookmark.header(app: memo.rawValue, keyID: try broker.keyring.current().id)
         for round in 0..<2000 {
             let random = (0..<Int.random(in: 0..<400, using: &generator)).map { _ in UInt8.random(in: 0...255, using: &generator) }
@@ -57,6 +58,7 @@ import Sandbox
         let home = Home()
         let broker = try home.broker()
         let vault = try home.folder("vault")
+        try broker.rotateKey()  // a new state has no key until its first grant
         let (keyID, key) = try broker.keyring.current()
         let fd = try OwnedDescriptor.openPath(vault, followFinalSymlink: true)
         let minted = Bookmark(token: .random(), access: .readWrite, created: 0, identity: try FolderIdentity.of(fd, path: vault), path: vault)
