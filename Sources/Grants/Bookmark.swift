@@ -1,5 +1,6 @@
 import Crypto
 import Sandbox
+import SystemPackage
 
 /// A bookmark blob: what an app stores to reach a granted folder again.
 ///
@@ -21,7 +22,7 @@ struct Bookmark: Equatable {
     var access: GrantAccess
     var created: Int64
     var identity: FolderIdentity
-    var path: String
+    var path: FilePath
 
     /// Why a blob could not be opened. `wrongApp` means it is genuine but
     /// made for another app; everything else means forged, corrupt or foreign.
@@ -82,7 +83,7 @@ struct Bookmark: Equatable {
         writer.byte(identity.birthSeconds == nil ? 0 : 1)
         writer.integer(identity.birthSeconds ?? 0)
         writer.integer(identity.birthNanoseconds)
-        let pathBytes = Array(path.utf8)
+        let pathBytes = path.bytes
         writer.integer(UInt16(pathBytes.count))
         writer.bytes(pathBytes)
         return writer.output
@@ -104,7 +105,9 @@ struct Bookmark: Equatable {
         let birthSeconds: Int64 = try reader.integer()
         let birthNanoseconds: UInt32 = try reader.integer()
         let pathLength: UInt16 = try reader.integer()
-        let path = String(decoding: try reader.bytes(Int(pathLength)), as: UTF8.self)
+        let pathBytes = try reader.bytes(Int(pathLength))
+        guard pathBytes.first == UInt8(ascii: "/"), !pathBytes.contains(0) else { throw OpenError.malformed("the folder's path is not an absolute path") }
+        let path = FilePath(bytes: pathBytes)
         guard reader.isAtEnd else { throw OpenError.malformed("trailing bytes in the payload") }
         let identity = FolderIdentity(
             handleType: handleType, handle: handle, handleIsFID: isFID, device: device, filesystemID: fsid,

@@ -1,4 +1,5 @@
 import Sandbox
+import SystemPackage
 
 /// What resolving a bookmark found. Each case has its own exit code for
 /// `sandboxed-run resolve` and its own JSON status.
@@ -52,9 +53,9 @@ public struct BookmarkResolution: @unchecked Sendable {
     public let grant: GrantRecord?
     public let access: GrantAccess?
     /// Where the folder was when the bookmark was made.
-    public let originalPath: String?
+    public let originalPath: FilePath?
     /// Where it is now (fresh or moved).
-    public let currentPath: String?
+    public let currentPath: FilePath?
     /// As Apple's `bookmarkDataIsStale`: re-save the bookmark. True when the
     /// folder moved, or when a retired-but-kept key sealed it.
     public let isStale: Bool

@@ -22,16 +22,16 @@ public struct FolderIdentity: Equatable, Sendable {
     public var birthNanoseconds: UInt32
 
     /// Reads the identity of the folder that `fd` holds.
-    public static func of(_ fd: OwnedDescriptor, path: String) throws(GrantError) -> FolderIdentity {
+    public static func of(_ fd: OwnedDescriptor, path: FilePath) throws(GrantError) -> FolderIdentity {
         var raw = csb_file_handle()
         var mountID: CInt = 0
         var isFID: CInt = 0
         guard csb_name_to_handle(fd.rawValue, &raw, &mountID, &isFID) == 0 else {
-            throw .noFolderIdentity(folder: path, errno: Errno(rawValue: errno))
+            throw .noFolderIdentity(folder: "\(path)", errno: Errno(rawValue: errno))
         }
         let handle = withUnsafeBytes(of: raw.f_handle) { Array($0.prefix(Int(raw.handle_bytes))) }
         let st: stat
-        do { st = try fd.status() } catch { throw .noFolderIdentity(folder: path, errno: error) }
+        do { st = try fd.status() } catch { throw .noFolderIdentity(folder: "\(path)", errno: error) }
         var fsid: UInt64 = 0
         var fsType: UInt64 = 0
         _ = csb_filesystem_identity(fd.rawValue, &fsid, &fsType)
@@ -72,13 +72,7 @@ extension OwnedDescriptor {
         })
     }
 
-    /// The path the kernel has for this fd, or nil for a deleted inode.
-    public var currentPath: String? {
-        var buffer = [UInt8](repeating: 0, count: Int(PATH_MAX) + 1)
-        let length = buffer.withUnsafeMutableBytes { readlink("/proc/self/fd/\(rawValue)", $0.baseAddress!.assumingMemoryBound(to: CChar.self), Int(PATH_MAX)) }
-        guard length > 0 else { return nil }
-        let path = String(decoding: buffer[0..<length], as: UTF8.self)
-        guard path.hasPrefix("/"), !path.hasSuffix(" (deleted)") else { return nil }
-        return path
-    }
+    /// The path the kernel has for this fd, as bytes, or nil for a deleted inode.
+    public var currentPath: FilePath? { FilePath.ofDescriptor(rawValue) }
+
 }

@@ -13,7 +13,7 @@ struct FolderLocator {
     /// Set false to test the search where the capability is present.
     var useFileHandles = true
 
-    func locate(_ identity: FolderIdentity, near originalPath: String) -> (OwnedDescriptor, String, LocateMethod)? {
+    func locate(_ identity: FolderIdentity, near originalPath: FilePath) -> (OwnedDescriptor, FilePath, LocateMethod)? {
         if useFileHandles, !identity.handleIsFID, let found = openByHandle(identity, near: originalPath) {
             return (found.0, found.1, .fileHandle)
         }
@@ -21,23 +21,22 @@ struct FolderLocator {
     }
 
     /// The nearest folder above `path` that still exists, then its parents.
-    private func existingAncestors(of path: String) -> [String] {
-        var components = path.split(separator: "/").map(String.init)
-        var result: [String] = []
-        while !components.isEmpty {
-            components.removeLast()
-            let candidate = "/" + components.joined(separator: "/")
+    private func existingAncestors(of path: FilePath) -> [FilePath] {
+        var result: [FilePath] = []
+        var candidate = path
+        while candidate.bytes != [UInt8(ascii: "/")], !candidate.isEmpty {
+            candidate = candidate.removingLastComponent()
             var st = stat()
-            if stat(candidate, &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR { result.append(candidate) }
+            if candidate.withPlatformString({ stat($0, &st) }) == 0, (st.st_mode & S_IFMT) == S_IFDIR { result.append(candidate) }
         }
         return result
     }
 
-    private func openByHandle(_ identity: FolderIdentity, near originalPath: String) -> (OwnedDescriptor, String)? {
+    private func openByHandle(_ identity: FolderIdentity, near originalPath: FilePath) -> (OwnedDescriptor, FilePath)? {
         // Any directory on the same filesystem serves as the mount fd; it
         // must be opened for reading (an O_PATH fd gives EBADF).
         for ancestor in existingAncestors(of: originalPath) {
-            let raw = open(ancestor, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+            let raw = ancestor.withPlatformString { open($0, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
             guard raw >= 0 else { continue }
             let mount = OwnedDescriptor(taking: raw)
             guard let st = try? mount.status(), UInt64(st.st_dev) == identity.device else { continue }
@@ -52,10 +51,10 @@ struct FolderLocator {
     }
 
     /// Breadth-first from the old parent outwards, never crossing into
-    /// another filesystem or following symlinks.
-    private func search(_ identity: FolderIdentity, near originalPath: String) -> (OwnedDescriptor, String, LocateMethod)? {
+    /// another filesystem or following symlinks. Names are taken as bytes.
+    private func search(_ identity: FolderIdentity, near originalPath: FilePath) -> (OwnedDescriptor, FilePath, LocateMethod)? {
         var visited = 0
-        var seen = Set<String>()
+        var seen = Set<FilePath>()
         for root in existingAncestors(of: originalPath) {
             var queue = [root]
             var index = 0
@@ -65,13 +64,13 @@ struct FolderLocator {
                 guard seen.insert(folder).inserted else { continue }
                 visited += 1
                 if visited > searchLimit { return nil }
-                guard let fd = try? OwnedDescriptor.openPath(folder, followFinalSymlink: false),
+                guard let fd = try? OwnedDescriptor.openPath(folder, follow: false),
                       let st = try? fd.status(), (st.st_mode & S_IFMT) == S_IFDIR, UInt64(st.st_dev) == identity.device else { continue }
                 if let candidate = try? FolderIdentity.of(fd, path: folder), candidate.isSameFolder(as: identity) {
                     return (fd, folder, .boundedSearch(visited: visited))
                 }
                 for entry in (try? directoryEntries(folder)) ?? [] where entry.isDirectory {
-                    queue.append(folder == "/" ? "/" + entry.name : folder + "/" + entry.name)
+                    queue.append(FilePath(bytes: folder.bytes + (folder.bytes == [UInt8(ascii: "/")] ? [] : [UInt8(ascii: "/")]) + entry.rawName))
                 }
             }
         }

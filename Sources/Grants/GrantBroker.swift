@@ -112,7 +112,7 @@ public final class GrantBroker {
     /// A grant just minted, and the bookmark to hand to the app.
     public struct Issued: Sendable {
         public let id: GrantID
-        public let path: String
+        public let path: FilePath
         public let access: GrantAccess
         public let bookmark: [UInt8]
     }
@@ -140,7 +140,7 @@ public final class GrantBroker {
     /// `deliver` throws, the grant is deleted and the error rethrown.
     public func grant(app: AppID, opened folder: OwnedDescriptor, access: GrantAccess, deliver: ([UInt8]) throws -> Void) throws -> Issued {
         guard let st = try? folder.status(), st.st_mode & S_IFMT == S_IFDIR, let path = folder.currentPath else {
-            throw GrantError.notADirectory(folder.currentPath ?? "the chosen folder")
+            throw GrantError.notADirectory(folder.currentPath.map { "\($0)" } ?? "the chosen folder")
         }
         try checkNotProtected(folder, path: path)
         let identity = try FolderIdentity.of(folder, path: path)
@@ -158,8 +158,8 @@ public final class GrantBroker {
 
     /// Several grants in one ledger transaction (imports, benchmarks).
     public func grant(_ requests: [(app: AppID, folder: String, access: GrantAccess)]) throws(GrantError) -> [Issued] {
-        var verified: [String: (FolderIdentity, String)] = [:]
-        var folders: [(AppID, FolderIdentity, String, GrantAccess)] = []
+        var verified: [String: (FolderIdentity, FilePath)] = [:]
+        var folders: [(AppID, FolderIdentity, FilePath, GrantAccess)] = []
         for request in requests {
             if verified[request.folder] == nil {
                 let folder = try openFolder(request.folder)
@@ -173,7 +173,7 @@ public final class GrantBroker {
 
     /// Seals a bookmark for each verified folder and records the grants in one transaction.
     private func issue(
-        _ folders: [(app: AppID, identity: FolderIdentity, path: String, access: GrantAccess)], pending: Int64?
+        _ folders: [(app: AppID, identity: FolderIdentity, path: FilePath, access: GrantAccess)], pending: Int64?
     ) throws(GrantError) -> [Issued] {
         let ledger = try writing()
         let (keyID, key) = try keyring.current()
@@ -203,7 +203,7 @@ public final class GrantBroker {
         guard let ledger = reading() else { return [] }
         return try ledger.list(app: app.rawValue).compactMap { record in
             guard record.isLive, record.access == .readWrite,
-                  let folder = try? OwnedDescriptor.openPath(record.path, followFinalSymlink: true),
+                  let folder = try? OwnedDescriptor.openPath(record.path, follow: true),
                   let identity = try? FolderIdentity.of(folder, path: record.path),
                   identity.handle == record.handle else { return nil }
             return folder
@@ -211,13 +211,13 @@ public final class GrantBroker {
     }
 
     /// Opens a folder the user picked and checks it may be granted at all.
-    private func openFolder(_ path: String) throws(GrantError) -> (fd: OwnedDescriptor, path: String) {
+    private func openFolder(_ path: String) throws(GrantError) -> (fd: OwnedDescriptor, path: FilePath) {
         let fd: OwnedDescriptor
         do { fd = try .openPath(path, followFinalSymlink: true) } catch {
             throw error == .noSuchFileOrDirectory ? .folderNotFound(path) : .stateDirectory(step: "opening \(path)", errno: error)
         }
         guard let st = try? fd.status(), st.st_mode & S_IFMT == S_IFDIR else { throw .notADirectory(path) }
-        let resolved = fd.currentPath ?? path
+        let resolved = fd.currentPath ?? FilePath(path)
         try checkNotProtected(fd, path: resolved)
         return (fd, resolved)
     }
@@ -225,7 +225,7 @@ public final class GrantBroker {
     /// Refuses a folder that holds, or lies inside, a protected folder,
     /// comparing inodes along ".." as Landlock does, so symlinks and bind
     /// mounts change nothing.
-    public func checkNotProtected(_ folder: OwnedDescriptor, path: String) throws(GrantError) {
+    public func checkNotProtected(_ folder: OwnedDescriptor, path: FilePath) throws(GrantError) {
         guard let folderID = try? folder.status().identityPair else { return }
         for protected in protectedFolders {
             // The state folder is the one checked and held open, whatever its path names now.
@@ -233,7 +233,7 @@ public final class GrantBroker {
                   let guardedID = try? guarded.status().identityPair else { continue }
             if Self.ancestors(of: guarded).contains(where: { $0 == folderID })
                 || Self.ancestors(of: folder).contains(where: { $0 == guardedID }) {
-                throw .protectedFolder(folder: path, protected: protected)
+                throw .protectedFolder(folder: "\(path)", protected: protected)
             }
         }
     }
@@ -303,7 +303,7 @@ public final class GrantBroker {
 
         // Is the folder at its path, and is it the same folder?
         var somethingAtPath = false
-        if let atPath = try? OwnedDescriptor.openPath(bookmark.path, followFinalSymlink: false) {
+        if let atPath = try? OwnedDescriptor.openPath(bookmark.path, follow: false) {
             somethingAtPath = true
             if let st = try? atPath.status(), st.st_mode & S_IFMT == S_IFDIR,
                let identity = try? FolderIdentity.of(atPath, path: bookmark.path), identity.isSameFolder(as: bookmark.identity) {
@@ -343,7 +343,7 @@ public final class GrantBroker {
     public func renew(_ resolution: BookmarkResolution, app: AppID) throws(GrantError) -> [UInt8] {
         guard var bookmark = resolution.bookmark, let record = resolution.grant,
               resolution.status == .fresh || resolution.status == .moved, let path = resolution.currentPath else {
-            throw .bookmarkFile(path: resolution.originalPath ?? "?", problem: "only a fresh or moved bookmark can be renewed, not a \(resolution.status.rawValue) one")
+            throw .bookmarkFile(path: resolution.originalPath.map { "\($0)" } ?? "?", problem: "only a fresh or moved bookmark can be renewed, not a \(resolution.status.rawValue) one")
         }
         bookmark.path = path
         let (keyID, key) = try keyring.current()
@@ -387,7 +387,7 @@ public final class GrantBroker {
     public func revoke(folder path: String) throws(GrantError) -> Int {
         let fd: OwnedDescriptor
         do { fd = try .openPath(path, followFinalSymlink: true) } catch { throw .folderNotFound(path) }
-        let handle = try FolderIdentity.of(fd, path: path).handle
+        let handle = try FolderIdentity.of(fd, path: FilePath(path)).handle
         guard reading() != nil else { return 0 }
         return try writing().revoke(handle: handle, at: Int64(time(nil)))
     }

@@ -24,11 +24,11 @@ public struct PickRequest: Sendable {
     public let app: AppID
     public let access: GrantAccess
     /// Where to start browsing, if not the picker's default.
-    public let startingAt: String?
+    public let startingAt: FilePath?
     /// A folder in `startingAt` to put the cursor on (the one that moved there).
-    public let highlighted: String?
+    public let highlighted: FilePath.Component?
 
-    public init(app: AppID, access: GrantAccess, startingAt: String? = nil, highlighted: String? = nil) {
+    public init(app: AppID, access: GrantAccess, startingAt: FilePath? = nil, highlighted: FilePath.Component? = nil) {
         self.app = app
         self.access = access
         self.startingAt = startingAt
@@ -116,9 +116,9 @@ public struct LaunchGrants {
         case (.fresh, _):
             notice("grant \(name): \(resolution.message) (--on-stale follow rewrites it)")
         case (.moved, .prompt):
-            let parent = resolution.currentPath.map { String($0[..<($0.lastIndex(of: "/") ?? $0.endIndex)]) }
-            let highlighted = resolution.currentPath.map { String($0[$0.index(after: $0.lastIndex(of: "/") ?? $0.startIndex)...]) }
-            let request = PickRequest(app: app, access: resolution.access ?? .readOnly, startingAt: parent, highlighted: highlighted)
+            let request = PickRequest(
+                app: app, access: resolution.access ?? .readOnly, startingAt: resolution.currentPath?.removingLastComponent(),
+                highlighted: resolution.currentPath?.lastComponent)
             let issued = try pick(request, into: file, fail)
             resolution = try broker.resolve(issued.bookmark, app: app)
         case (.moved, .fail):

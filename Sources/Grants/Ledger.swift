@@ -1,5 +1,6 @@
 @preconcurrency import Glibc
 import CSQLite
+import SystemPackage
 
 /// One grant as the ledger keeps it.
 public struct GrantRecord: Equatable, Sendable {
@@ -7,7 +8,7 @@ public struct GrantRecord: Equatable, Sendable {
     public let app: String
     public let access: GrantAccess
     /// Where the folder was last seen: at grant time, or where a move was followed.
-    public var path: String
+    public var path: FilePath
     public let handle: [UInt8]
     public let created: Int64
     public var revoked: Int64?
@@ -320,7 +321,7 @@ final class Ledger {
         return Int(sqlite3_changes(database))
     }
 
-    func updatePath(_ id: GrantID, to path: String) throws(GrantError) {
+    func updatePath(_ id: GrantID, to path: FilePath) throws(GrantError) {
         let statement = try prepare("UPDATE grants SET path = ? WHERE id = ?")
         try statement.bind(path, id.digest)
         try statement.stepDone()
@@ -372,6 +373,7 @@ protocol SQLValue {}
 struct SQLNull: SQLValue {}
 extension String: SQLValue {}
 extension Int64: SQLValue {}
+extension FilePath: SQLValue {}
 extension Array: SQLValue where Element == UInt8 {}
 
 /// A prepared statement, finalized when dropped.
@@ -395,6 +397,12 @@ final class Statement {
             let result: Int32
             switch value {
             case let text as String: result = sqlite3_bind_text(pointer, index, text, -1, Self.transient)
+            case let path as FilePath:
+                // TEXT with the path's exact bytes: SQLite does not insist on UTF-8.
+                let bytes = path.bytes
+                result = (bytes + [0]).withUnsafeBytes {
+                    sqlite3_bind_text(pointer, index, $0.baseAddress!.assumingMemoryBound(to: CChar.self), Int32(bytes.count), Self.transient)
+                }
             case let number as Int64: result = sqlite3_bind_int64(pointer, index, number)
             case let blob as [UInt8]: result = blob.withUnsafeBytes { sqlite3_bind_blob(pointer, index, $0.baseAddress, Int32($0.count), Self.transient) }
             case is SQLNull: result = sqlite3_bind_null(pointer, index)
@@ -432,9 +440,14 @@ final class Statement {
                 guard count > 0, let base = sqlite3_column_blob(pointer, column) else { return [] }
                 return Array(UnsafeRawBufferPointer(start: base, count: count))
             }
+            func path(_ column: Int32) -> FilePath {
+                guard let base = sqlite3_column_text(pointer, column) else { return FilePath() }
+                let count = Int(sqlite3_column_bytes(pointer, column))
+                return FilePath(bytes: Array(UnsafeBufferPointer(start: base, count: count)))
+            }
             records.append(GrantRecord(
                 id: GrantID(digest: blob(0)), app: text(1), access: GrantAccess(rawValue: text(2)) ?? .readOnly,
-                path: text(3), handle: blob(4), created: sqlite3_column_int64(pointer, 5),
+                path: path(3), handle: blob(4), created: sqlite3_column_int64(pointer, 5),
                 revoked: sqlite3_column_type(pointer, 6) == SQLITE_NULL ? nil : sqlite3_column_int64(pointer, 6),
                 pending: sqlite3_column_type(pointer, 7) == SQLITE_NULL ? nil : sqlite3_column_int64(pointer, 7)))
         }

@@ -1,4 +1,5 @@
 import Sandbox
+import SystemPackage
 import Synchronization
 
 /// Apple's `URL.BookmarkCreationOptions`, for the options that matter here.
@@ -22,14 +23,14 @@ public struct BookmarkResolutionError: Error, Sendable, CustomStringConvertible 
 /// is outstanding, and `outstandingAccesses` shows leaked starts.
 /// Not Sendable: it keeps its broker, whose ledger connection is single-threaded.
 public final class SecurityScopedURL {
-    public let path: String
+    public let path: FilePath
     public let access: GrantAccess
     let folder: OwnedDescriptor
     let grantID: GrantID?
     private let broker: GrantBroker
     private let count = Mutex(0)
 
-    init(path: String, access: GrantAccess, folder: OwnedDescriptor, grantID: GrantID?, broker: GrantBroker) {
+    init(path: FilePath, access: GrantAccess, folder: OwnedDescriptor, grantID: GrantID?, broker: GrantBroker) {
         self.path = path
         self.access = access
         self.folder = folder

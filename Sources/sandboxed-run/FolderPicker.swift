@@ -20,13 +20,14 @@ struct FolderPicker {
 
     /// One row: a folder, or a symbolic link to one, shown with its target.
     struct Entry: Equatable {
-        let name: String
-        let linkTarget: String?
+        /// The name's bytes: what it is, UTF-8 or not.
+        let name: [UInt8]
+        let linkTarget: [UInt8]?
     }
 
     /// Returns the chosen folder, opened, and its path, or nil when the user
     /// cancelled. The cursor starts on `highlighted` when it is a folder in `start`.
-    static func choose(title: String, startingAt start: String, highlighted: String? = nil) throws -> (folder: OwnedDescriptor, path: String)? {
+    static func choose(title: String, startingAt start: FilePath, highlighted: FilePath.Component? = nil) throws -> (folder: OwnedDescriptor, path: FilePath)? {
         let tty = open("/dev/tty", O_RDWR | O_CLOEXEC)
         guard tty >= 0 else {
             throw GrantError.bookmarkFile(path: "/dev/tty", problem: "no terminal to ask on: pass --select PATH to choose without asking")
@@ -37,8 +38,8 @@ struct FolderPicker {
             throw GrantError.bookmarkFile(path: "/dev/tty", problem: "not a terminal: pass --select PATH")
         }
         let origin: OwnedDescriptor
-        do { origin = try OwnedDescriptor.openFolder(start, relativeTo: nil, follow: true) } catch {
-            throw GrantError.folderNotFound(start)
+        do { origin = try OwnedDescriptor.openFolder(start.bytes, relativeTo: nil, follow: true) } catch {
+            throw GrantError.folderNotFound("\(start)")
         }
         var raw = saved
         raw.c_lflag &= ~tcflag_t(ICANON | ECHO | ISIG)
@@ -50,13 +51,14 @@ struct FolderPicker {
             write(tty, "\u{1B}[?25h\n")
         }
         var picker = FolderPicker(title: title, current: origin)
-        let cursor = highlighted.flatMap { name in picker.entries().firstIndex { $0.name == name && $0.linkTarget == nil } } ?? 0
+        let wanted = highlighted.map { FilePath(root: nil, [$0]).bytes }
+        let cursor = wanted.flatMap { name in picker.entries().firstIndex { $0.name == name && $0.linkTarget == nil } } ?? 0
         guard picker.loop(tty, cursor: cursor) else { return nil }
         return (picker.current, picker.currentPath)
     }
 
     /// The path of the folder shown, as the kernel knows it (symlinks resolved).
-    var currentPath: String { current.currentPath ?? "?" }
+    var currentPath: FilePath { current.currentPath ?? FilePath("?") }
 
     /// True when the user chose `current`, false when they cancelled.
     private mutating func loop(_ tty: CInt, cursor start: Int) -> Bool {
@@ -79,11 +81,11 @@ struct FolderPicker {
                     current = try .openFolder(entry.name, relativeTo: current, follow: entry.linkTarget != nil)
                     cursor = 0
                 } catch {
-                    notice = "cannot open \(entry.name): \(error)"
+                    notice = "cannot open \(String(decoding: entry.name, as: UTF8.self)): \(error)"
                 }
             case .parent:
-                let name = String(currentPath.split(separator: "/").last ?? "")
-                if let parent = try? OwnedDescriptor.openFolder("..", relativeTo: current, follow: false) {
+                let name = currentPath.lastComponent.map { FilePath(root: nil, [$0]).bytes }
+                if let parent = try? OwnedDescriptor.openFolder(Array("..".utf8), relativeTo: current, follow: false) {
                     current = parent
                     cursor = entries().firstIndex { $0.name == name } ?? 0
                 }
@@ -99,22 +101,22 @@ struct FolderPicker {
     func entries() -> [Entry] {
         guard let names = try? current.directoryNames() else { return [] }
         var result: [Entry] = []
-        for name in names where showHidden || !name.hasPrefix(".") {
+        for name in names where showHidden || name.first != UInt8(ascii: ".") {
             var st = stat()
-            guard fstatat(current.rawValue, name, &st, AT_SYMLINK_NOFOLLOW) == 0 else { continue }
+            guard name.withCString({ fstatat(current.rawValue, $0, &st, AT_SYMLINK_NOFOLLOW) }) == 0 else { continue }
             switch st.st_mode & S_IFMT {
             case S_IFDIR:
                 result.append(Entry(name: name, linkTarget: nil))
             case S_IFLNK:
                 var target = stat()
-                guard fstatat(current.rawValue, name, &target, 0) == 0, target.st_mode & S_IFMT == S_IFDIR,
+                guard name.withCString({ fstatat(current.rawValue, $0, &target, 0) }) == 0, target.st_mode & S_IFMT == S_IFDIR,
                       let text = current.linkTarget(name) else { continue }
                 result.append(Entry(name: name, linkTarget: text))
             default:
                 continue
             }
         }
-        return result.sorted { $0.name.lowercased() < $1.name.lowercased() }
+        return result.sorted { String(decoding: $0.name, as: UTF8.self).lowercased() < String(decoding: $1.name, as: UTF8.self).lowercased() }
     }
 
     private func draw(_ tty: CInt, _ entries: [Entry], _ cursor: Int) {
@@ -128,7 +130,7 @@ struct FolderPicker {
         if entries.isEmpty { screen += "  (no folders here)\r\n" }
         for index in first..<min(entries.count, first + visible) {
             let entry = entries[index]
-            let label = Printable.path(entry.name) + (entry.linkTarget.map { " -> " + Printable.path($0) + " (link)" } ?? "/")
+            let label = Printable.path(bytes: entry.name) + (entry.linkTarget.map { " -> " + Printable.path(bytes: $0) + " (link)" } ?? "/")
             screen += (index == cursor ? "\u{1B}[7m> \(label)\u{1B}[0m" : "  \(label)") + "\r\n"
         }
         if !notice.isEmpty { screen += "\r\n" + Printable.message(notice) + "\r\n" }
@@ -172,22 +174,33 @@ struct FolderPicker {
 }
 
 extension OwnedDescriptor {
-    /// `openat(dir, name, O_PATH [| O_NOFOLLOW])`, refusing anything but a folder.
-    static func openFolder(_ name: String, relativeTo directory: OwnedDescriptor?, follow: Bool) throws(Errno) -> OwnedDescriptor {
-        let folder = OwnedDescriptor(taking: try syscallRetrying { csb_open_path(directory?.rawValue ?? AT_FDCWD, name, follow ? 1 : 0) })
+    /// `openat(dir, name, O_PATH [| O_NOFOLLOW])` with the name's bytes, refusing anything but a folder.
+    static func openFolder(_ name: [UInt8], relativeTo directory: OwnedDescriptor?, follow: Bool) throws(Errno) -> OwnedDescriptor {
+        let folder = OwnedDescriptor(taking: try syscallRetrying {
+            name.withCString { csb_open_path(directory?.rawValue ?? AT_FDCWD, $0, follow ? 1 : 0) }
+        })
         guard try folder.status().st_mode & S_IFMT == S_IFDIR else { throw .notDirectory }
         return folder
     }
 
-    /// The names in this folder (opened for reading through the O_PATH fd).
-    func directoryNames() throws(Errno) -> [String] {
-        try directoryEntries("/proc/self/fd/\(rawValue)").map(\.name)
+    /// The names in this folder, as bytes (read through the O_PATH fd).
+    func directoryNames() throws(Errno) -> [[UInt8]] {
+        try directoryEntries(FilePath("/proc/self/fd/\(rawValue)")).map(\.rawName)
     }
 
-    /// `readlinkat(2)` of `name` in this folder.
-    func linkTarget(_ name: String) -> String? {
+    /// `readlinkat(2)` of `name` in this folder: the target's bytes.
+    func linkTarget(_ name: [UInt8]) -> [UInt8]? {
         var buffer = [UInt8](repeating: 0, count: Int(PATH_MAX) + 1)
-        let length = buffer.withUnsafeMutableBytes { readlinkat(rawValue, name, $0.baseAddress!.assumingMemoryBound(to: CChar.self), Int(PATH_MAX)) }
-        return length >= 0 ? String(decoding: buffer[0..<length], as: UTF8.self) : nil
+        let length = name.withCString { cName in
+            buffer.withUnsafeMutableBytes { readlinkat(rawValue, cName, $0.baseAddress!.assumingMemoryBound(to: CChar.self), Int(PATH_MAX)) }
+        }
+        return length >= 0 ? Array(buffer[0..<length]) : nil
+    }
+}
+
+extension Array where Element == UInt8 {
+    /// The bytes as a NUL-terminated C string, for a call.
+    func withCString<R>(_ body: (UnsafePointer<CChar>) throws -> R) rethrows -> R {
+        try (self + [0]).withUnsafeBufferPointer { try body(UnsafeRawPointer($0.baseAddress!).assumingMemoryBound(to: CChar.self)) }
     }
 }

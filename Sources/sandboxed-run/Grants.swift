@@ -3,6 +3,7 @@ import ArgumentParser
 import FoundationEssentials
 import Grants
 import Sandbox
+import SystemPackage
 
 /// Where the broker keeps its state, and what it protects.
 enum Broker {
@@ -16,20 +17,20 @@ enum Broker {
     /// with the cursor on it, or in the current folder.
     static func terminalPicker(_ request: PickRequest) throws -> OwnedDescriptor? {
         let title = "sandboxed-run: choose a folder for \(request.app) (\(request.access.rawValue))"
-        let origin = request.startingAt ?? currentDirectory() ?? Environment.current["HOME"] ?? "/"
+        let origin = request.startingAt ?? FilePath(currentDirectory() ?? Environment.current["HOME"] ?? "/")
         return try FolderPicker.choose(title: title, startingAt: origin, highlighted: request.highlighted)?.folder
     }
 
     /// `pick`: the folder the user chose (or `selected`, typed by the user),
     /// granted, its bookmark written to `output` before the grant counts.
-    static func pick(app: AppID, access: GrantAccess, selected: String?, output: String) throws -> GrantBroker.Issued {
+    static func pick(app: AppID, access: GrantAccess, selected: FilePath?, output: String) throws -> GrantBroker.Issued {
         let broker = try open()
         let folder: OwnedDescriptor
         if let selected {
             guard !selected.isEmpty else {
                 throw SandboxError.usage("--select: give the folder to grant; an empty path would grant the current folder")
             }
-            folder = try ConfinementPlan.openFolder(absolute(selected))
+            folder = try ConfinementPlan.openFolder(selected.isAbsolute ? selected : FilePath(currentDirectory() ?? "/").pushing(selected))
         } else {
             guard let chosen = try terminalPicker(PickRequest(app: app, access: access, startingAt: nil, highlighted: nil)) else {
                 throw GrantError.cancelled
@@ -73,7 +74,9 @@ struct Pick: ParsableCommand {
     @Option(help: "Choose this folder without asking.") var select: String?
 
     func run() throws {
-        let issued = try Broker.pick(app: try app.appID(), access: readOnly ? .readOnly : .readWrite, selected: select, output: output)
+        // The folder's name is taken as the bytes given, which need not be UTF-8.
+        let selected = select.map { RawArguments.value(of: "--select") ?? FilePath($0) }
+        let issued = try Broker.pick(app: try app.appID(), access: readOnly ? .readOnly : .readWrite, selected: selected, output: output)
         Console.lines("granted \(app.app) \(issued.access.rawValue) access to \(issued.path) (grant \(issued.id))")
     }
 }
@@ -105,7 +108,7 @@ struct Resolve: ParsableCommand {
         if json {
             print(JSON.encode(ResolveReport(
                 status: resolution.status.rawValue, message: resolution.message, isStale: resolution.isStale,
-                renewed: renewed, originalPath: resolution.originalPath, path: resolution.currentPath,
+                renewed: renewed, originalPath: resolution.originalPath.map(JSONPath.init), path: resolution.currentPath.map(JSONPath.init),
                 grant: resolution.grant?.id.hex, access: resolution.access?.rawValue, method: resolution.method?.description)))
         } else {
             print(Printable.message("\(resolution.status.rawValue): \(resolution.message)" + (renewed ? " (bookmark rewritten)" : "")))
@@ -120,8 +123,8 @@ struct ResolveReport: Encodable {
     let message: String
     let isStale: Bool
     let renewed: Bool
-    let originalPath: String?
-    let path: String?
+    let originalPath: JSONPath?
+    let path: JSONPath?
     let grant: String?
     let access: String?
     let method: String?
@@ -132,7 +135,7 @@ struct GrantReport: Encodable {
     let id: String
     let app: String
     let access: String
-    let path: String
+    let path: JSONPath
     let created: Int64
     let revoked: Int64?
     /// live, revoked, or pending (a pick that did not complete: no access).
@@ -155,7 +158,7 @@ struct GrantsCommand: ParsableCommand {
             let records = try Broker.open().list(app: try app.map { try AppID($0) })
             if json {
                 print(JSON.encode(records.map {
-                    GrantReport(id: $0.id.hex, app: $0.app, access: $0.access.rawValue, path: $0.path,
+                    GrantReport(id: $0.id.hex, app: $0.app, access: $0.access.rawValue, path: JSONPath($0.path),
                                 created: $0.created, revoked: $0.revoked,
                                 state: $0.revoked != nil ? "revoked" : $0.pending != nil ? "pending" : "live")
                 }))
@@ -207,6 +210,27 @@ struct GrantsCommand: ParsableCommand {
             }
         }
     }
+}
+
+/// A path in JSON: its text, exact when the path is UTF-8. A path that is
+/// not is given as text (invalid bytes shown as U+FFFD) and as hex bytes,
+/// `{"text": ..., "hex": ...}`, so that nothing is lost.
+struct JSONPath: Encodable {
+    let path: FilePath
+    init(_ path: FilePath) { self.path = path }
+
+    func encode(to encoder: any Encoder) throws {
+        if let text = path.exactString {
+            var container = encoder.singleValueContainer()
+            try container.encode(text)
+        } else {
+            var container = encoder.container(keyedBy: Keys.self)
+            try container.encode(String(decoding: path.bytes, as: UTF8.self), forKey: .text)
+            try container.encode(path.bytes.map { String($0 >> 4, radix: 16) + String($0 & 0xF, radix: 16) }.joined(), forKey: .hex)
+        }
+    }
+
+    enum Keys: String, CodingKey { case text, hex }
 }
 
 /// JSON output, keys sorted so it is stable.

@@ -70,7 +70,7 @@ struct Run: ParsableCommand {
                 let (name, file) = try LaunchGrants.parse(spec)
                 let (rule, variable) = try launchGrants.resolve(name: name, bookmark: Broker.absolute(file))
                 request.folders.append(rule)
-                request.environment[variable] = rule.path
+                request.pathVariables[variable] = rule.path
             }
         }
         for assignment in setEnvironment {

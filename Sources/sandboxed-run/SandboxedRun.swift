@@ -2,6 +2,7 @@
 import ArgumentParser
 import Grants
 import Sandbox
+import SystemPackage
 
 @main
 struct SandboxedRun: ParsableCommand {
@@ -107,5 +108,28 @@ enum Environment {
             entry += 1
         }
         return result
+    }
+}
+
+/// The launcher's arguments as the kernel passed them: bytes. The parser
+/// sees Swift strings, where a name that is not UTF-8 has been altered.
+enum RawArguments {
+    /// The bytes of the last `NAME VALUE` or `NAME=VALUE` among the arguments.
+    static func value(of name: String) -> FilePath? {
+        var found: FilePath?
+        let count = Int(CommandLine.argc)
+        var index = 1
+        while index < count, let pointer = CommandLine.unsafeArgv[index] {
+            let argument = Array(UnsafeBufferPointer(start: UnsafeRawPointer(pointer).assumingMemoryBound(to: UInt8.self), count: strlen(pointer)))
+            if argument == Array("--".utf8) { break }
+            if argument == Array(name.utf8), index + 1 < count, let value = CommandLine.unsafeArgv[index + 1] {
+                found = FilePath(platformString: value)
+                index += 1
+            } else if argument.starts(with: Array((name + "=").utf8)) {
+                found = FilePath(bytes: Array(argument.dropFirst(name.utf8.count + 1)))
+            }
+            index += 1
+        }
+        return found
     }
 }

@@ -163,3 +163,39 @@ import Testing
         #expect(try FileManager.default.contentsOfDirectory(atPath: elsewhere) == [])
     }
 }
+
+/// Paths are bytes: a folder whose name is not UTF-8 is granted, resolved
+/// and handed to the command as itself, not as a lossy copy.
+@Suite struct NonUTF8PathTests {
+    @Test func aFolderNamedInLatin1IsGrantedResolvedAndReachedAsItself() throws {
+        let home = CLI.Home()
+        let raw = Array(home.path.utf8) + Array("/caf".utf8) + [0xE9]  // "café" in Latin-1
+        #expect(raw.withUnsafeBufferPointer { buffer in
+            (buffer.map { CChar(bitPattern: $0) } + [0]).withUnsafeBufferPointer { mkdir($0.baseAddress!, 0o700) }
+        } == 0)
+        // Argument bytes cannot go through Foundation's Process as they are: python passes them.
+        let driver = """
+            import os, subprocess, sys
+            binary, home, raw = sys.argv[1], sys.argv[2], os.fsencode(sys.argv[3])
+            folder = bytes.fromhex(sys.argv[4])
+            pick = subprocess.run([binary, b"pick", b"--app", b"com.example.memo", b"--select", folder, b"-o", home.encode() + b"/v.bookmark"])
+            print(pick.returncode)
+            """
+        let hex = raw.map { String(format: "%02x", $0) }.joined()
+        let picked = try CLI.program("/usr/bin/python3", ["-c", driver, CLI.binary, home.path, "", hex], environment: home.environment)
+        #expect(picked.stdout == "0\n", "\(picked.stderr)")
+
+        let resolved = try CLI.run(["resolve", "--app", "com.example.memo", "--json", home.path + "/v.bookmark"], home: home)
+        #expect(resolved.status == 0, "fresh, not moved: \(resolved.stdout)")
+        #expect(resolved.stdout.contains(#""hex":"\#(hex)""#), "\(resolved.stdout)")
+
+        let run = try CLI.run(["run", "--app", "com.example.memo", "--grant", "V=\(home.path)/v.bookmark", "--",
+                               "/bin/sh", "-c", #"cd "$SANDBOX_GRANT_V" && echo written > note && echo ok"#], home: home)
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(run.stdout == "ok\n")
+        let note = raw + Array("/note".utf8)
+        #expect(note.withUnsafeBufferPointer { buffer in
+            (buffer.map { CChar(bitPattern: $0) } + [0]).withUnsafeBufferPointer { access($0.baseAddress!, F_OK) }
+        } == 0, "the note landed in the real folder")
+    }
+}

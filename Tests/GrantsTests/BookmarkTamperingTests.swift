@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import SystemPackage
 @testable import Grants
 import Sandbox
 
@@ -61,7 +62,7 @@ import Sandbox
         try broker.rotateKey()  // a new state has no key until its first grant
         let (keyID, key) = try broker.keyring.current()
         let fd = try OwnedDescriptor.openPath(vault, followFinalSymlink: true)
-        let minted = Bookmark(token: .random(), access: .readWrite, created: 0, identity: try FolderIdentity.of(fd, path: vault), path: vault)
+        let minted = Bookmark(token: .random(), access: .readWrite, created: 0, identity: try FolderIdentity.of(fd, path: FilePath(vault)), path: FilePath(vault))
         let resolution = try broker.resolve(try minted.seal(app: memo, keyID: keyID, key: key), app: memo)
         #expect(resolution.status == .invalid)
         #expect(resolution.message.contains("not issued by this broker"))

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import SystemPackage
 @testable import Grants
 @testable import Sandbox
 

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import SystemPackage
 @testable import Grants
 import Sandbox
 
@@ -152,7 +153,7 @@ import Sandbox
         #expect(try broker.revoke(folder: home.path + "/user/three") == 1)
         #expect(try broker.resolve(three.bookmark, app: other).status == .revoked)
         #expect(try broker.resolve(four.bookmark, app: other).status == .fresh)
-        let revokedByFolder = Dictionary(uniqueKeysWithValues: try broker.list(app: other).map { (($0.path as NSString).lastPathComponent, $0.revoked != nil) })
+        let revokedByFolder = Dictionary(uniqueKeysWithValues: try broker.list(app: other).map { ($0.path.lastComponent!.string, $0.revoked != nil) })
         #expect(revokedByFolder == ["three": true, "four": false])
         #expect(throws: GrantError.self) { try broker.revoke(grant: "zz") }
     }

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 @testable import Grants
 import Sandbox
+import SystemPackage
 
 /// A scratch home per test: state, containers and the user's folders.
 final class Home {
@@ -37,3 +38,7 @@ final class Home {
 }
 
 let memo = try! AppID("com.example.memo")
+
+/// Paths are bytes now; tests still name them as strings.
+func == (lhs: FilePath?, rhs: String) -> Bool { lhs == FilePath(rhs) }
+func == (lhs: FilePath, rhs: String) -> Bool { lhs == FilePath(rhs) }

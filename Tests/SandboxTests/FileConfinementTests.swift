@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import SystemPackage
 @testable import Sandbox
 
 /// Contents, names and metadata outside the policy's paths and the
@@ -203,7 +204,7 @@ import Testing
         #expect(mkdir(vault, 0o755) == 0)
         let script = "echo x > \(vault)/planted && echo impostor-written; echo y > \(vault)-original/note && echo original-written"
         let outcome = try Run.confined(["/bin/sh", "-c", script], in: scratch) {
-            $0.folders = [FolderRule(name: "VAULT", path: vault, descriptor: verified, access: .readWrite)]
+            $0.folders = [FolderRule(name: "VAULT", path: FilePath(vault), descriptor: verified, access: .readWrite)]
         }
         #expect(outcome.output == ["original-written"])
         #expect(!FileManager.default.fileExists(atPath: vault + "/planted"))

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import SystemPackage
 @testable import Sandbox
 
 /// What the launcher is asked to set up: rules that would reach past the
@@ -38,7 +39,7 @@ import Testing
         let fd = try ConfinementPlan.openVerified(scratch.path + "/innocent")
         #expect(throws: SandboxError.self) {
             try Run.confined(["/bin/true"], in: scratch) {
-                $0.folders = [FolderRule(name: "VAULT", path: scratch.path + "/innocent", descriptor: fd, access: .readWrite)]
+                $0.folders = [FolderRule(name: "VAULT", path: FilePath(scratch.path + "/innocent"), descriptor: fd, access: .readWrite)]
                 $0.protectedFolders = [state]
             }
         }

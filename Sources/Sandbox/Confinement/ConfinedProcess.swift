@@ -7,7 +7,7 @@ extension ConfinementPlan {
     /// exec succeeded; a failure before it is reported as a `SandboxError`.
     public func launch() throws(SandboxError) -> ConfinedProcess {
         let argv = CStringArray(arguments)
-        let envp = CStringArray(environment)
+        let envp = CStringArray(bytes: environment)
         let kept = request.keptDescriptors.filter { $0 > 2 }
         for fd in kept where fcntl(fd, F_GETFD) < 0 {
             throw .usage("--keep-fd \(fd): that descriptor is not open in the launcher")
@@ -160,6 +160,18 @@ final class CStringArray {
         count = strings.count
         pointer = .allocate(capacity: count + 1)
         for (index, string) in strings.enumerated() { pointer[index] = strdup(string) }
+        pointer[count] = nil
+    }
+
+    init(bytes entries: [[UInt8]]) {
+        count = entries.count
+        pointer = .allocate(capacity: count + 1)
+        for (index, entry) in entries.enumerated() {
+            let copy = malloc(entry.count + 1)!.assumingMemoryBound(to: CChar.self)  // freed in deinit
+            for (offset, byte) in entry.enumerated() { copy[offset] = CChar(bitPattern: byte) }
+            copy[entry.count] = 0
+            pointer[index] = copy
+        }
         pointer[count] = nil
     }
 

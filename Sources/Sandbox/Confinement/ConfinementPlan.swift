@@ -9,8 +9,9 @@ public final class ConfinementPlan: @unchecked Sendable {
     public let container: AppContainer
     public let executable: String
     public let arguments: [String]
-    /// `NAME=value` strings the command starts with.
-    public let environment: [String]
+    /// `NAME=value` entries the command starts with, as bytes: a grant's
+    /// path need not be UTF-8.
+    public let environment: [[UInt8]]
     public let workingDirectory: String
     let workingDirectoryDescriptor: OwnedDescriptor
 
@@ -50,7 +51,7 @@ public final class ConfinementPlan: @unchecked Sendable {
         environment = try Self.environment(for: request, container: container)
 
         let containerFolder = try FolderRule(
-            name: "container", path: container.root, descriptor: Self.openVerified(container.root), access: .readWrite)
+            name: "container", path: FilePath(container.root), descriptor: Self.openVerified(container.root), access: .readWrite)
         let folders = [containerFolder] + request.folders
         writableRoots = folders.filter { $0.access == .readWrite }.map(\.descriptor)
 
@@ -102,8 +103,13 @@ public final class ConfinementPlan: @unchecked Sendable {
     /// Opens a folder the user named (following symlinks: they are the user's),
     /// as O_PATH; anything but a folder is refused with a usage error.
     public static func openFolder(_ path: String) throws(SandboxError) -> OwnedDescriptor {
+        try openFolder(FilePath(path))
+    }
+
+    /// The same, for a path given as bytes.
+    public static func openFolder(_ path: FilePath) throws(SandboxError) -> OwnedDescriptor {
         let folder: OwnedDescriptor
-        do { folder = OwnedDescriptor(taking: try syscallRetrying { csb_open_path(AT_FDCWD, path, 1) }) } catch {
+        do { folder = try .openPath(path, follow: true) } catch {
             throw .usage("\(Printable.path(path)): \(error == .noSuchFileOrDirectory ? "no such folder" : error.description)")
         }
         guard (try? folder.status().isDirectory) == true else { throw .usage("\(Printable.path(path)) is not a folder") }
@@ -125,7 +131,7 @@ public final class ConfinementPlan: @unchecked Sendable {
         policy.systemPaths.compactMap { systemPath in
             // A path this system lacks (say /lib64 on arm64) only means less access.
             guard let fd = try? syscallRetrying({ csb_open_path(AT_FDCWD, systemPath.path, 1) }) else { return nil }
-            return FolderRule(name: "system", path: systemPath.path, descriptor: OwnedDescriptor(taking: fd), access: systemPath.access)
+            return FolderRule(name: "system", path: FilePath(systemPath.path), descriptor: OwnedDescriptor(taking: fd), access: systemPath.access)
         }
     }
 
@@ -218,25 +224,29 @@ public final class ConfinementPlan: @unchecked Sendable {
         }
     }
 
-    private static func environment(for request: LaunchRequest, container: AppContainer) throws(SandboxError) -> [String] {
-        var variables: [String: String] = [
-            "PATH": sandboxPath,
-            "LANG": request.hostEnvironment["LANG"] ?? "C.UTF-8",
-            "HOME": container.root,
-            "TMPDIR": container.temporary,
-            "SANDBOX_APP_ID": request.app.rawValue,
-            "SANDBOX_CONTAINER": container.root,
+    private static func environment(for request: LaunchRequest, container: AppContainer) throws(SandboxError) -> [[UInt8]] {
+        var variables: [String: [UInt8]] = [
+            "PATH": Array(sandboxPath.utf8),
+            "LANG": Array((request.hostEnvironment["LANG"] ?? "C.UTF-8").utf8),
+            "HOME": Array(container.root.utf8),
+            "TMPDIR": Array(container.temporary.utf8),
+            "SANDBOX_APP_ID": Array(request.app.rawValue.utf8),
+            "SANDBOX_CONTAINER": Array(container.root.utf8),
         ]
-        if let term = request.hostEnvironment["TERM"] { variables["TERM"] = term }
+        if let term = request.hostEnvironment["TERM"] { variables["TERM"] = Array(term.utf8) }
         for name in request.keptEnvironment {
             try validate(name)
-            if let value = request.hostEnvironment[name] { variables[name] = value }
+            if let value = request.hostEnvironment[name] { variables[name] = Array(value.utf8) }
         }
         for (name, value) in request.environment {
             try validate(name)
-            variables[name] = value
+            variables[name] = Array(value.utf8)
         }
-        return variables.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
+        for (name, path) in request.pathVariables {
+            try validate(name)
+            variables[name] = path.bytes
+        }
+        return variables.sorted { $0.key < $1.key }.map { Array("\($0.key)=".utf8) + $0.value }
 
         func validate(_ name: String) throws(SandboxError) {
             guard !name.isEmpty, !name.contains("="), !name.contains("\0") else {
@@ -244,4 +254,5 @@ public final class ConfinementPlan: @unchecked Sendable {
             }
         }
     }
+
 }

@@ -1,3 +1,5 @@
+import SystemPackage
+
 /// A folder the sandbox may use beyond the policy's system paths: the app's
 /// container, or a user's grant. It holds the O_PATH fd that was verified,
 /// and the Landlock rule is added through that very fd, so nothing can swap
@@ -6,11 +8,11 @@ public struct FolderRule: Sendable {
     /// A name for messages, such as the grant's name.
     public let name: String
     /// The path where the folder was found, for messages and the environment.
-    public let path: String
+    public let path: FilePath
     public let descriptor: OwnedDescriptor
     public let access: Policy.PathAccess
 
-    public init(name: String, path: String, descriptor: OwnedDescriptor, access: Policy.PathAccess) {
+    public init(name: String, path: FilePath, descriptor: OwnedDescriptor, access: Policy.PathAccess) {
         self.name = name
         self.path = path
         self.descriptor = descriptor
@@ -32,6 +34,9 @@ public struct LaunchRequest: Sendable {
     public var folders: [FolderRule] = []
     /// Variables to set in the sandbox (`--setenv`), applied last.
     public var environment: [String: String] = [:]
+    /// Variables whose values are paths, such as `SANDBOX_GRANT_<NAME>`:
+    /// passed as the path's bytes, which need not be UTF-8.
+    public var pathVariables: [String: FilePath] = [:]
     /// Names of host variables to pass through (`--keep-env`).
     public var keptEnvironment: [String] = []
     /// Descriptors beyond 0, 1, 2 that stay open in the command (`--keep-fd`).

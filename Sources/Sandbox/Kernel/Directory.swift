@@ -3,7 +3,10 @@ import SystemPackage
 
 /// One entry of a directory listing, without "." and "..".
 public struct DirectoryEntry: Sendable {
+    /// The name for people and UTF-8 paths; `rawName` is the name itself.
     public let name: String
+    /// The name's bytes, which need not be UTF-8.
+    public let rawName: [UInt8]
     /// From `d_type`: whether the entry is a directory (DT_DIR). Symlinks to
     /// directories are not, and DT_UNKNOWN filesystems report false.
     public let isDirectory: Bool
@@ -11,13 +14,18 @@ public struct DirectoryEntry: Sendable {
 
 /// `opendir(3)` and `readdir(3)`: the names in `path`.
 public func directoryEntries(_ path: String) throws(Errno) -> [DirectoryEntry] {
-    guard let dir = opendir(path) else { throw Errno(rawValue: errno) }
+    try directoryEntries(FilePath(path))
+}
+
+/// `opendir(3)` and `readdir(3)`: the names in `path`, with their bytes.
+public func directoryEntries(_ path: FilePath) throws(Errno) -> [DirectoryEntry] {
+    guard let dir = path.withPlatformString({ opendir($0) }) else { throw Errno(rawValue: errno) }
     defer { closedir(dir) }
     var entries: [DirectoryEntry] = []
     while let entry = readdir(dir) {
-        let name = withUnsafeBytes(of: entry.pointee.d_name) { String(cString: $0.bindMemory(to: CChar.self).baseAddress!) }
-        if name == "." || name == ".." { continue }
-        entries.append(DirectoryEntry(name: name, isDirectory: entry.pointee.d_type == DT_DIR))
+        let raw = withUnsafeBytes(of: entry.pointee.d_name) { Array($0.prefix { $0 != 0 }) }
+        if raw == [0x2E] || raw == [0x2E, 0x2E] { continue }
+        entries.append(DirectoryEntry(name: String(decoding: raw, as: UTF8.self), rawName: raw, isDirectory: entry.pointee.d_type == DT_DIR))
     }
     return entries
 }

@@ -1,0 +1,50 @@
+@preconcurrency import Glibc
+import CSandbox
+import SystemPackage
+
+/// Paths are bytes on Linux: a folder's name need not be UTF-8, and a
+/// `String` would replace what is not with U+FFFD, naming a folder that does
+/// not exist. Paths that are stored, compared or handed on (bookmarks, the
+/// ledger, grant rules, the environment) are `FilePath`s built from the
+/// kernel's bytes; `Printable` shows them to people.
+extension FilePath {
+    /// The path with exactly these bytes (which hold no NUL).
+    public init(bytes: [UInt8]) {
+        self = (bytes.map { CChar(bitPattern: $0) } + [0]).withUnsafeBufferPointer { FilePath(platformString: $0.baseAddress!) }
+    }
+
+    /// The path's bytes, without a terminator.
+    public var bytes: [UInt8] {
+        withPlatformString { pointer in
+            Array(UnsafeBufferPointer(start: UnsafeRawPointer(pointer).assumingMemoryBound(to: UInt8.self), count: strlen(pointer)))
+        }
+    }
+
+    /// The path as its bytes decode, when they are UTF-8; nil otherwise.
+    public var exactString: String? { String(validating: bytes, as: UTF8.self) }
+
+    /// `readlink(2)` of `/proc/self/fd/N`: the kernel's name for what `fd`
+    /// holds, or nil when it has none (deleted, or not on a path).
+    public static func ofDescriptor(_ fd: CInt) -> FilePath? {
+        var buffer = [UInt8](repeating: 0, count: Int(PATH_MAX) + 1)
+        let length = buffer.withUnsafeMutableBytes { readlink("/proc/self/fd/\(fd)", $0.baseAddress!.assumingMemoryBound(to: CChar.self), Int(PATH_MAX)) }
+        guard length > 0, buffer[0] == UInt8(ascii: "/") else { return nil }
+        let path = Array(buffer[0..<length])
+        if path.count > 10, Array(path.suffix(10)) == Array(" (deleted)".utf8) { return nil }
+        return FilePath(bytes: path)
+    }
+}
+
+extension Printable {
+    /// A path as a person should see it: its bytes, escaped.
+    public static func path(_ path: FilePath) -> String { Printable.path(bytes: path.bytes) }
+}
+
+extension OwnedDescriptor {
+    /// `openat(dir, path, O_PATH | O_CLOEXEC [| O_NOFOLLOW])`, with the path's bytes.
+    public static func openPath(_ path: FilePath, follow: Bool, relativeTo directory: OwnedDescriptor? = nil) throws(Errno) -> OwnedDescriptor {
+        OwnedDescriptor(taking: try syscallRetrying {
+            path.withPlatformString { csb_open_path(directory?.rawValue ?? AT_FDCWD, $0, follow ? 1 : 0) }
+        })
+    }
+}
