@@ -138,7 +138,7 @@ final class MetadataSupervisor {
         let start: Start
         if let path, path.count > 1 {
             if let child = try Self.childDescriptor(named: path, caller: caller) {
-                start = .descriptor(try openInChild(pid: child.process, fd: child.fd))
+                start = .descriptor(try openInChild(pid: child.process, fd: child.fd, byPath: true))
             } else if path[0] == CChar(UInt8(ascii: "/")) {
                 start = .path(base: nil, path, follow: follows)
             } else if let index = shape.directoryArgument, Int32(truncatingIfNeeded: args[index]) != AT_FDCWD {
@@ -234,9 +234,16 @@ final class MetadataSupervisor {
         return tgid
     }
 
-    private func openInChild(pid: pid_t, fd: Int32) throws(Errno) -> OwnedDescriptor {
+    /// The file the child's descriptor `fd` holds. A descriptor the child
+    /// does not have is EBADF, as the kernel answers for an fd argument;
+    /// `byPath` keeps ENOENT, as for a /proc/self/fd/N path.
+    private func openInChild(pid: pid_t, fd: Int32, byPath: Bool = false) throws(Errno) -> OwnedDescriptor {
         guard fd >= 0 else { throw .badFileDescriptor }
-        return try Self.open("/proc/\(pid)/fd/\(fd)", follow: true)
+        do {
+            return try Self.open("/proc/\(pid)/fd/\(fd)", follow: true)
+        } catch .noSuchFileOrDirectory where !byPath {
+            throw .badFileDescriptor
+        }
     }
 
     private static func open(_ path: String, follow: Bool) throws(Errno) -> OwnedDescriptor {
@@ -407,14 +414,15 @@ private enum OperationDetails {
                 value.withUnsafeMutableBytes { csb_getxattr_fd(target.rawValue, name, size == 0 ? nil : $0.baseAddress, size) }
             }
             // A size of 0 asks for the length only.
-            return Outcome(result: Int64(length), copyOut: size == 0 || length == 0 ? nil : (bytes: Array(value[0..<length]), address: buffer))
+            guard size > 0, length > 0 else { return Outcome(result: Int64(length)) }
+            return Outcome(result: Int64(length), copyOut: (bytes: Array(value.prefix(length)), address: buffer))
         case .listxattr(let buffer, let size):
             var list = [CChar](repeating: 0, count: size)
             let length = try syscallRetrying {
                 list.withUnsafeMutableBufferPointer { csb_listxattr_fd(target.rawValue, size == 0 ? nil : $0.baseAddress, size) }
             }
-            let bytes = list[0..<length].map { UInt8(bitPattern: $0) }
-            return Outcome(result: Int64(length), copyOut: size == 0 || length == 0 ? nil : (bytes: bytes, address: buffer))
+            guard size > 0, length > 0 else { return Outcome(result: Int64(length)) }
+            return Outcome(result: Int64(length), copyOut: (bytes: list.prefix(length).map { UInt8(bitPattern: $0) }, address: buffer))
         case .watch(let mask):
             // The watch goes on the child's own inotify instance, so the
             // descriptor we return is the child's.
