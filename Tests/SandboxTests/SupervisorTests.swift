@@ -91,6 +91,26 @@ import Testing
         #expect(try Run.confinedPython(code, in: Scratch()).output == ["usr ENODATA", "list ok", "etc-shadow EACCES"])
     }
 
+    @Test func withoutASupervisorAttributeReadsAreNotSupported() throws {
+        // A kernel without user notification: attribute reads answer
+        // EOPNOTSUPP, which ls and cp take as "no attributes here".
+        let scratch = Scratch()
+        var request = LaunchRequest(
+            app: try AppID("com.example.tests"), policy: .defaultPolicy,
+            command: ["/bin/sh", "-c", ": > Documents/f && ls -l Documents/f >/dev/null && echo listed; \(Run.python) -c 'import os; os.getxattr(\"Documents/f\", \"user.x\")' 2>&1 | tail -1"],
+            containerBase: scratch.containers, hostEnvironment: [:])
+        request.compatibility = .bestEffort
+        let out = scratch.path + "/out"
+        let fd = open(out, O_WRONLY | O_CREAT, 0o600)
+        defer { close(fd) }
+        request.standardOutput = fd
+        request.standardError = fd
+        let features = KernelFeatures(landlockABI: 7, seccompFilter: true, seccompUserNotification: false)
+        _ = try ConfinementPlan(request, features: features).launch().wait()
+        let output = try String(contentsOfFile: out, encoding: .utf8)
+        #expect(output == "listed\nOSError: [Errno 95] Operation not supported: 'Documents/f'\n", "\(output)")
+    }
+
     // MARK: Hostile arguments
 
     /// Every supervised syscall, by its x86-64 number, with extreme and

@@ -283,12 +283,14 @@ final class MetadataSupervisor {
             guard fstatat(current.rawValue, leaf, &entry, AT_SYMLINK_NOFOLLOW) == 0,
                   entry.inodeIdentity == status.inodeIdentity else { return false }
         }
+        var identity = try current.status().inodeIdentity
         for _ in 0..<4096 {
-            let identity = try current.status().inodeIdentity
             if roots.contains(identity) { return true }
             let parent = try OwnedDescriptor(taking: syscallRetrying { csb_openat2_path(current.rawValue, "..", 0) })
-            if try parent.status().inodeIdentity == identity { return false }  // reached /
+            let parentIdentity = try parent.status().inodeIdentity
+            if parentIdentity == identity { return false }  // reached /
             current = parent
+            identity = parentIdentity
         }
         return false
     }

@@ -111,9 +111,8 @@ struct SyscallFilter {
     /// outside would report the names of files created there, and a path's
     /// extended attributes can hold a download's origin URL. The supervisor
     /// answers them only beneath folders the sandbox may read.
-    static let watchesAndAttributeReads: [String] = [
-        "inotify_add_watch", "getxattr", "lgetxattr", "listxattr", "llistxattr",
-    ]
+    static let watchesAndAttributeReads: [String] = ["inotify_add_watch"] + attributeReads
+    static let attributeReads: [String] = ["getxattr", "lgetxattr", "listxattr", "llistxattr"]
 
     /// Everything the supervisor decides.
     static var supervised: [String] { metadataChanges + watchesAndAttributeReads }
@@ -162,9 +161,11 @@ struct SyscallFilter {
         for (name, _) in Self.neverAllowed where !Self.supervised.contains(name) {
             try add(name, Self.errnoAction(Self.answeredWithENOSYS.contains(name) ? ENOSYS : EPERM))
         }
-        let metadataAction = options.superviseMetadata ? Self.notifyAction : Self.errnoAction(EPERM)
         for name in Self.supervised {
-            try add(name, metadataAction)
+            // Without a supervisor: changes and watches EPERM; attribute reads
+            // "not supported", which ls and cp take as a file system without them.
+            let unsupervised = Self.attributeReads.contains(name) ? EOPNOTSUPP : EPERM
+            try add(name, options.superviseMetadata ? Self.notifyAction : Self.errnoAction(unsupervised))
         }
         try addConditionalRules()
         return try export(context)
