@@ -346,3 +346,10 @@ ssize_t csb_write_process_memory(pid_t pid, uint64_t address, const void *buffer
     struct iovec remote = { .iov_base = (void *)(uintptr_t)address, .iov_len = length };
     return process_vm_writev(pid, &local, 1, &remote, 1, 0);
 }
+
+int csb_seccomp_notify_sync_wakeup(int listener) {
+    // Not in Debian 12's linux/seccomp.h: SECCOMP_IOW(4, __u64) and flag 1.
+    const unsigned long set_flags = _IOW('!', 4, uint64_t);
+    uint64_t flags = 1;  // SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP
+    return ioctl(listener, set_flags, flags);
+}

@@ -146,15 +146,15 @@ import Testing
                    address((ctypes.c_uint64 * 4)(2**64 - 1, 2**64 - 1, 2**64 - 1, 2**64 - 1))]
         inotify = libc.inotify_init1(0)
         extreme += [inotify, 2**32 + inotify]
-        calls = 0
+        calls = failed = 0
         for name, number in supervised.items():
             rounds = [[value] * 6 for value in extreme] + [[random.choice(extreme) for _ in range(6)] for _ in range(250)]
             rounds += [[random.getrandbits(64) for _ in range(6)] for _ in range(50)]
             for args in rounds:
-                libc.syscall(number, *args)
+                failed += libc.syscall(number, *args) < 0
                 calls += 1
         attempt("after", lambda: os.chmod("Documents/f", 0o600))
-        print("calls", calls)
+        print("calls", calls, "failed", failed)
         """
 
     @Test(.enabled(if: isX86_64)) func theLauncherSurvivesEveryArgument() throws {
@@ -165,7 +165,9 @@ import Testing
         let result = try Launcher.run([Run.python, "-c", Self.fuzzer, seed], home: home)
         #expect(result.status == 0, "seed \(seed): \(result.stderr)")
         #expect(result.output.first == "after ok", "seed \(seed): \(result.stderr)")
-        #expect(result.output.last?.hasPrefix("calls ") == true)
+        // Nearly every call is an error for the command; a few (chmod of Documents/f) succeed.
+        let counts = (result.output.last ?? "").split(separator: " ").compactMap { Int($0) }
+        #expect(counts.count == 2 && counts[0] > 7000 && counts[1] > counts[0] * 9 / 10, "\(result.output)")
         let container = home.path + "/data"
         #expect(setIDFiles(beneath: container).isEmpty)
     }
@@ -220,6 +222,27 @@ import Testing
     }
 
     // MARK: Descriptors named by path
+
+    @Test func exactlyTheLiteralFormsNameTheChildsDescriptors() throws {
+        let pid = getpid()
+        let tid = gettid()
+        func parse(_ path: String, caller: pid_t = pid) throws -> String {
+            guard let child = try MetadataSupervisor.childDescriptor(named: Array(path.utf8CString), caller: caller) else { return "path" }
+            return "\(child.process == pid ? "pid" : child.process == tid ? "tid" : "other") \(child.fd)"
+        }
+        #expect(try parse("/proc/self/fd/3") == "pid 3")
+        #expect(try parse("/dev/fd/0") == "pid 0")
+        #expect(try parse("/proc/\(pid)/fd/12") == "pid 12")
+        #expect(try parse("/proc/thread-self/fd/7", caller: tid) == "tid 7")
+        #expect(try parse("/proc/\(tid)/fd/7", caller: tid) == "tid 7")
+        #expect(try parse("/proc/self/fd/2147483647") == "pid 2147483647")
+        #expect(try parse("/proc/self/fd/3\u{0}/x") == "pid 3")  // the kernel reads up to the NUL
+        for path in ["/proc/self/fd/03", "/proc/self/fd/-1", "/proc/self/fd/+1", "/proc/self/fd/2147483648", "/proc/self/fd/",
+                     "/proc/self/fd/3/", "/proc//self/fd/3", "proc/self/fd/3", "/proc/self/cwd", "/proc/1/fd/3",
+                     "/proc/\(pid + 1)/fd/3", "/proc/0\(pid)/fd/3", "/dev/fd/3/x", "/dev//fd/3"] {
+            #expect(try parse(path) == "path", "\(path)")
+        }
+    }
 
     @Test func tarRestoresFolderModesInTheContainer() throws {
         // GNU tar sets modes with fchmodat(AT_SYMLINK_NOFOLLOW), which glibc

@@ -151,6 +151,10 @@ int csb_seccomp_notify_respond(int listener, const struct csb_seccomp_notif_resp
 /// `fgetxattr` refuses O_PATH fds with EBADF.
 ssize_t csb_getxattr_fd(int fd, const char *name, void *value, size_t size);
 ssize_t csb_listxattr_fd(int fd, char *list, size_t size);
+/// `ioctl(SECCOMP_IOCTL_NOTIF_SET_FLAGS, SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP)`
+/// (Linux 6.6): the child and the supervisor hand each request over on
+/// one CPU, which shortens every round trip. EINVAL/ENOTTY on older kernels.
+int csb_seccomp_notify_sync_wakeup(int listener);
 /// `process_vm_writev(2)` of one buffer.
 ssize_t csb_write_process_memory(pid_t pid, uint64_t address, const void *buffer, size_t length);
 

@@ -85,8 +85,15 @@ final class MetadataSupervisor {
         return table
     }()
 
+    /// The listener already asked for synchronous wake-ups.
+    private var synchronousListener: CInt = -1
+
     /// Receives one request and answers it. Errors answer the child, never crash us.
     func serveOne(listener: CInt) {
+        if synchronousListener != listener {
+            synchronousListener = listener
+            _ = csb_seccomp_notify_sync_wakeup(listener)  // only faster: older kernels refuse it
+        }
         var request = csb_seccomp_notif()
         guard csb_seccomp_notify_receive(listener, &request) == 0 else { return }  // ENOENT: the caller died
         var response = csb_seccomp_notif_resp()
