@@ -326,3 +326,30 @@ int csb_seccomp_notify_id_valid(int listener, uint64_t id) {
 int csb_seccomp_notify_respond(int listener, const struct csb_seccomp_notif_resp *resp) {
     return ioctl(listener, SECCOMP_IOCTL_NOTIF_SEND, resp);
 }
+
+// MARK: The supervisor: attribute reads and the child's memory
+
+ssize_t csb_getxattr_fd(int fd, const char *name, void *value, size_t size) {
+    char path[32];
+    csb_proc_fd_path(fd, path);
+    return getxattr(path, name, value, size);
+}
+
+ssize_t csb_listxattr_fd(int fd, char *list, size_t size) {
+    char path[32];
+    csb_proc_fd_path(fd, path);
+    return listxattr(path, list, size);
+}
+
+ssize_t csb_write_process_memory(pid_t pid, uint64_t address, const void *buffer, size_t length) {
+    struct iovec local = { .iov_base = (void *)buffer, .iov_len = length };
+    struct iovec remote = { .iov_base = (void *)(uintptr_t)address, .iov_len = length };
+    return process_vm_writev(pid, &local, 1, &remote, 1, 0);
+}
+
+int csb_seccomp_notify_sync_wakeup(int listener) {
+    // Not in Debian 12's linux/seccomp.h: SECCOMP_IOW(4, __u64) and flag 1.
+    const unsigned long set_flags = _IOW('!', 4, uint64_t);
+    uint64_t flags = 1;  // SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP
+    return ioctl(listener, set_flags, flags);
+}

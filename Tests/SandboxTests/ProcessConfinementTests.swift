@@ -66,7 +66,7 @@ import CSandbox
         // the test sees.
         let scratch = Scratch()
         let program = scratch.path + "/guard.bpf"
-        try Data(SyscallFilter.terminalGuard()).write(to: URL(fileURLWithPath: program))
+        try Data(SyscallFilter(options: .init()).argumentGuard()).write(to: URL(fileURLWithPath: program))
         var master: Int32 = -1
         var slave: Int32 = -1
         try #require(csb_open_pty(&master, &slave) == 0)

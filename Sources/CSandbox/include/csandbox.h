@@ -144,6 +144,20 @@ int csb_seccomp_notify_id_valid(int listener, uint64_t id);
 /// `ioctl(SECCOMP_IOCTL_NOTIF_SEND)`.
 int csb_seccomp_notify_respond(int listener, const struct csb_seccomp_notif_resp *resp);
 
+// MARK: The supervisor: attribute reads and the child's memory
+
+/// `getxattr(2)` / `listxattr(2)` through `/proc/self/fd/N`, which reaches
+/// the inode of an O_PATH fd (a symlink's own, when the fd holds one):
+/// `fgetxattr` refuses O_PATH fds with EBADF.
+ssize_t csb_getxattr_fd(int fd, const char *name, void *value, size_t size);
+ssize_t csb_listxattr_fd(int fd, char *list, size_t size);
+/// `ioctl(SECCOMP_IOCTL_NOTIF_SET_FLAGS, SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP)`
+/// (Linux 6.6): the child and the supervisor hand each request over on
+/// one CPU, which shortens every round trip. EINVAL/ENOTTY on older kernels.
+int csb_seccomp_notify_sync_wakeup(int listener);
+/// `process_vm_writev(2)` of one buffer.
+ssize_t csb_write_process_memory(pid_t pid, uint64_t address, const void *buffer, size_t length);
+
 // MARK: The confined child
 
 /// What the child does between fork and exec, all prepared by the parent.

@@ -93,7 +93,7 @@ public final class ConfinementPlan: @unchecked Sendable {
                 networkClient: policy.networkClient, networkServer: policy.networkServer,
                 extraSyscalls: policy.extraSyscalls, superviseMetadata: superviseMetadata)
             filter = try SyscallFilter(options: options).compile()
-            terminalGuard = SyscallFilter.terminalGuard()
+            terminalGuard = try SyscallFilter(options: options).argumentGuard()
         } else {
             filter = nil
             terminalGuard = nil

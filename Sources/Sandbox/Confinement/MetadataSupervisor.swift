@@ -3,13 +3,15 @@ import CSandbox
 import CSeccomp
 import SystemPackage
 
-/// Landlock does not mediate chmod, chown, utimes or xattrs, so the filter
-/// sends them here (seccomp user notification). The supervisor resolves the
-/// target as the child would, allows it only beneath a writable folder, and
-/// performs the change itself with the child's powers (effective
-/// capabilities cleared on this thread). It never answers "continue": the
-/// kernel would re-read the child's memory after our check, a race the child
-/// could win.
+/// Landlock does not mediate chmod, chown, utimes, xattrs or inotify
+/// watches, so the filter sends them here (seccomp user notification). The
+/// supervisor resolves the target as the child would, with the child's
+/// powers (effective capabilities cleared on this thread), allows changes
+/// only beneath a writable folder and reads only beneath a readable one, and
+/// performs the call itself. It never answers "continue": the kernel would
+/// re-read the child's memory after our check, a race the child could win.
+/// Every argument comes from a hostile process: a value out of range is an
+/// errno for the child, never a trap in the launcher.
 final class MetadataSupervisor {
     /// The identities of the folders where metadata may change, and of
     /// everything the sandbox may read; their fds stay open, so the inode
@@ -26,8 +28,15 @@ final class MetadataSupervisor {
 
     enum Operation {
         case chmod, chown, utime, utimes, utimensat, setxattr, removexattr
+        /// `getxattr`/`listxattr`: answered beneath readable folders.
+        case getxattr, listxattr
         /// `inotify_add_watch(fd, path, mask)`: allowed beneath readable folders.
         case watch
+
+        /// Reads are answered beneath readable folders and refused with
+        /// EACCES elsewhere, as Landlock refuses an unreadable file; changes
+        /// beneath writable folders, EPERM elsewhere.
+        var reads: Bool { self == .getxattr || self == .listxattr || self == .watch }
     }
 
     /// How one syscall names its target and operation.
@@ -39,38 +48,52 @@ final class MetadataSupervisor {
         let pathArgument: Int?
         let follows: Bool
         /// Argument index of AT_* flags, if any.
-        let flagsArgument: Int?
+        var flagsArgument: Int? = nil
+        /// The AT_* flags the kernel accepts there; any other is EINVAL.
+        var allowedFlags: Int32 = 0
     }
 
     static let shapes: [Int32: Shape] = {
         var table: [Int32: Shape] = [:]
         func add(_ name: String, _ shape: Shape) {
-            let number = seccomp_syscall_resolve_name(name)
-            if number != __NR_SCMP_ERROR { table[number] = shape }
+            if let number = SyscallFilter.number(name) { table[number] = shape }
         }
-        add("chmod", Shape(operation: .chmod, directoryArgument: nil, pathArgument: 0, follows: true, flagsArgument: nil))
-        add("fchmod", Shape(operation: .chmod, directoryArgument: 0, pathArgument: nil, follows: true, flagsArgument: nil))
-        add("fchmodat", Shape(operation: .chmod, directoryArgument: 0, pathArgument: 1, follows: true, flagsArgument: nil))
-        add("chown", Shape(operation: .chown, directoryArgument: nil, pathArgument: 0, follows: true, flagsArgument: nil))
-        add("lchown", Shape(operation: .chown, directoryArgument: nil, pathArgument: 0, follows: false, flagsArgument: nil))
-        add("fchown", Shape(operation: .chown, directoryArgument: 0, pathArgument: nil, follows: true, flagsArgument: nil))
-        add("fchownat", Shape(operation: .chown, directoryArgument: 0, pathArgument: 1, follows: true, flagsArgument: 4))
-        add("utime", Shape(operation: .utime, directoryArgument: nil, pathArgument: 0, follows: true, flagsArgument: nil))
-        add("utimes", Shape(operation: .utimes, directoryArgument: nil, pathArgument: 0, follows: true, flagsArgument: nil))
-        add("futimesat", Shape(operation: .utimes, directoryArgument: 0, pathArgument: 1, follows: true, flagsArgument: nil))
-        add("utimensat", Shape(operation: .utimensat, directoryArgument: 0, pathArgument: 1, follows: true, flagsArgument: 3))
-        add("setxattr", Shape(operation: .setxattr, directoryArgument: nil, pathArgument: 0, follows: true, flagsArgument: nil))
-        add("lsetxattr", Shape(operation: .setxattr, directoryArgument: nil, pathArgument: 0, follows: false, flagsArgument: nil))
-        add("fsetxattr", Shape(operation: .setxattr, directoryArgument: 0, pathArgument: nil, follows: true, flagsArgument: nil))
-        add("removexattr", Shape(operation: .removexattr, directoryArgument: nil, pathArgument: 0, follows: true, flagsArgument: nil))
-        add("lremovexattr", Shape(operation: .removexattr, directoryArgument: nil, pathArgument: 0, follows: false, flagsArgument: nil))
-        add("fremovexattr", Shape(operation: .removexattr, directoryArgument: 0, pathArgument: nil, follows: true, flagsArgument: nil))
-        add("inotify_add_watch", Shape(operation: .watch, directoryArgument: nil, pathArgument: 1, follows: true, flagsArgument: nil))
+        let atFlags = AT_SYMLINK_NOFOLLOW | CSB_AT_EMPTY_PATH
+        add("chmod", Shape(operation: .chmod, directoryArgument: nil, pathArgument: 0, follows: true))
+        add("fchmod", Shape(operation: .chmod, directoryArgument: 0, pathArgument: nil, follows: true))
+        add("fchmodat", Shape(operation: .chmod, directoryArgument: 0, pathArgument: 1, follows: true))
+        add("fchmodat2", Shape(operation: .chmod, directoryArgument: 0, pathArgument: 1, follows: true, flagsArgument: 3, allowedFlags: atFlags))
+        add("chown", Shape(operation: .chown, directoryArgument: nil, pathArgument: 0, follows: true))
+        add("lchown", Shape(operation: .chown, directoryArgument: nil, pathArgument: 0, follows: false))
+        add("fchown", Shape(operation: .chown, directoryArgument: 0, pathArgument: nil, follows: true))
+        add("fchownat", Shape(operation: .chown, directoryArgument: 0, pathArgument: 1, follows: true, flagsArgument: 4, allowedFlags: atFlags))
+        add("utime", Shape(operation: .utime, directoryArgument: nil, pathArgument: 0, follows: true))
+        add("utimes", Shape(operation: .utimes, directoryArgument: nil, pathArgument: 0, follows: true))
+        add("futimesat", Shape(operation: .utimes, directoryArgument: 0, pathArgument: 1, follows: true))
+        add("utimensat", Shape(operation: .utimensat, directoryArgument: 0, pathArgument: 1, follows: true, flagsArgument: 3, allowedFlags: atFlags))
+        add("setxattr", Shape(operation: .setxattr, directoryArgument: nil, pathArgument: 0, follows: true))
+        add("lsetxattr", Shape(operation: .setxattr, directoryArgument: nil, pathArgument: 0, follows: false))
+        add("fsetxattr", Shape(operation: .setxattr, directoryArgument: 0, pathArgument: nil, follows: true))
+        add("removexattr", Shape(operation: .removexattr, directoryArgument: nil, pathArgument: 0, follows: true))
+        add("lremovexattr", Shape(operation: .removexattr, directoryArgument: nil, pathArgument: 0, follows: false))
+        add("fremovexattr", Shape(operation: .removexattr, directoryArgument: 0, pathArgument: nil, follows: true))
+        add("getxattr", Shape(operation: .getxattr, directoryArgument: nil, pathArgument: 0, follows: true))
+        add("lgetxattr", Shape(operation: .getxattr, directoryArgument: nil, pathArgument: 0, follows: false))
+        add("listxattr", Shape(operation: .listxattr, directoryArgument: nil, pathArgument: 0, follows: true))
+        add("llistxattr", Shape(operation: .listxattr, directoryArgument: nil, pathArgument: 0, follows: false))
+        add("inotify_add_watch", Shape(operation: .watch, directoryArgument: nil, pathArgument: 1, follows: true))
         return table
     }()
 
+    /// The listener already asked for synchronous wake-ups.
+    private var synchronousListener: CInt = -1
+
     /// Receives one request and answers it. Errors answer the child, never crash us.
     func serveOne(listener: CInt) {
+        if synchronousListener != listener {
+            synchronousListener = listener
+            _ = csb_seccomp_notify_sync_wakeup(listener)  // only faster: older kernels refuse it
+        }
         var request = csb_seccomp_notif()
         guard csb_seccomp_notify_receive(listener, &request) == 0 else { return }  // ENOENT: the caller died
         var response = csb_seccomp_notif_resp()
@@ -83,60 +106,162 @@ final class MetadataSupervisor {
         _ = csb_seccomp_notify_respond(listener, &response)
     }
 
+    /// Where the target of a request is, before it is opened.
+    private enum Start {
+        /// A descriptor of the child's, already open.
+        case descriptor(OwnedDescriptor)
+        /// A NUL-terminated path, resolved from `base` (nil: it is absolute).
+        case path(base: OwnedDescriptor?, [CChar], follow: Bool)
+    }
+
     /// Returns the syscall's result for the child.
     private func handle(_ request: csb_seccomp_notif, listener: CInt) throws(Errno) -> Int64 {
         guard let shape = Self.shapes[request.data.nr] else { throw .notPermitted }
-        let memory = ChildMemory(pid: pid_t(request.pid))
+        let caller = pid_t(truncatingIfNeeded: request.pid)  // the calling thread's id
+        let memory = ChildMemory(pid: caller)
         let args = withUnsafeBytes(of: request.data.args) { Array($0.bindMemory(to: UInt64.self)) }
         let flags = shape.flagsArgument.map { Int32(truncatingIfNeeded: args[$0]) } ?? 0
+        guard flags & ~shape.allowedFlags == 0 else { throw .invalidArgument }
         let inotifyDontFollow: UInt64 = 0x0200_0000  // IN_DONT_FOLLOW, in the mask
         let follows = shape.follows && flags & AT_SYMLINK_NOFOLLOW == 0
             && !(shape.operation == .watch && args[2] & inotifyDontFollow != 0)
 
         // Everything the operation needs is copied out of the child first.
-        let path: String? = try shape.pathArgument.flatMap { index throws(Errno) in
-            args[index] == 0 ? nil : try memory.string(at: args[index])
+        var path: [CChar]?
+        if let index = shape.pathArgument {
+            if args[index] != 0 {
+                path = try memory.string(at: args[index], limit: Int(PATH_MAX), tooLong: .fileNameTooLong)
+            } else if shape.operation != .utimensat {  // only utimensat(fd, NULL, ...) means the fd itself
+                throw .badAddress
+            }
         }
         // The operation's own arguments follow the path, or the fd when there is none.
         let first = (shape.pathArgument ?? shape.directoryArgument ?? 0) + 1
         let details = try OperationDetails(shape.operation, args: args, first: first, memory: memory)
 
-        let target: OwnedDescriptor
-        if let path, !path.isEmpty {
-            let base: OwnedDescriptor?
-            if path.hasPrefix("/") {
-                base = nil
+        // The child's /proc entries (its cwd, its descriptors) are opened with
+        // our powers: they hold nothing the child does not have, and a child
+        // that made itself non-dumpable keeps working under a root launcher.
+        let start: Start
+        if let path, path.count > 1 {
+            if let child = try Self.childDescriptor(named: path, caller: caller) {
+                start = .descriptor(try openInChild(pid: child.process, fd: child.fd, byPath: true))
+            } else if path[0] == CChar(UInt8(ascii: "/")) {
+                start = .path(base: nil, path, follow: follows)
             } else if let index = shape.directoryArgument, Int32(truncatingIfNeeded: args[index]) != AT_FDCWD {
-                base = try openInChild(pid: request.pid, fd: Int32(truncatingIfNeeded: args[index]))
+                start = .path(base: try openInChild(pid: caller, fd: Int32(truncatingIfNeeded: args[index])), path, follow: follows)
             } else {
-                base = try Self.open("/proc/\(request.pid)/cwd", follow: true)
+                start = .path(base: try Self.open("/proc/\(caller)/cwd", follow: true), path, follow: follows)
             }
-            target = try OwnedDescriptor(taking: syscallRetrying {
-                csb_openat2_path(base?.rawValue ?? AT_FDCWD, path, follows ? 1 : 0)
-            })
         } else if path == nil || flags & CSB_AT_EMPTY_PATH != 0, let index = shape.directoryArgument {
-            target = try openInChild(pid: request.pid, fd: Int32(truncatingIfNeeded: args[index]))
+            start = .descriptor(try openInChild(pid: caller, fd: Int32(truncatingIfNeeded: args[index])))
         } else {
             throw .noSuchFileOrDirectory
         }
         // The pid in the request may have been reused since we opened its /proc entries.
         guard csb_seccomp_notify_id_valid(listener, request.id) == 0 else { throw .noSuchProcess }
-        if shape.operation == .watch {
-            // Landlock answers EACCES for what lies outside; so do we.
-            guard try isBeneath(target, roots: readable) else { throw .permissionDenied }
-        } else {
-            guard try isBeneath(target, roots: writable) else { throw .notPermitted }
+
+        // Resolution, check and operation with the child's powers: with a
+        // root launcher's, resolving a name in a folder the child may not
+        // search would tell it whether the name exists.
+        let outcome = try asChild { () throws(Errno) -> Outcome in
+            let target: OwnedDescriptor
+            switch start {
+            case .descriptor(let descriptor):
+                target = descriptor
+            case .path(let base, let path, let follow):
+                target = OwnedDescriptor(taking: try syscallRetrying {
+                    csb_openat2_path(base?.rawValue ?? AT_FDCWD, path, follow ? 1 : 0)
+                })
+            }
+            // Never act on /proc: there a path names the supervisor's own process.
+            guard try !Self.isOnProcFS(target), try isBeneath(target, roots: shape.operation.reads ? readable : writable) else {
+                throw shape.operation.reads ? .permissionDenied : .notPermitted
+            }
+            return try details.perform(on: target, caller: caller, args: args)
         }
-        return try asChild { () throws(Errno) in try details.perform(on: target, caller: pid_t(request.pid), args: args) }
+        // Attribute values go back into the child's buffer.
+        if let copy = outcome.copyOut {
+            try memory.write(copy.bytes, at: copy.address)
+        }
+        return outcome.result
     }
 
-    private func openInChild(pid: UInt32, fd: Int32) throws(Errno) -> OwnedDescriptor {
+    /// `/proc/self/fd/N`, `/proc/thread-self/fd/N`, `/proc/P/fd/N` with P
+    /// the caller's process or thread id, and `/dev/fd/N` name the child's
+    /// descriptor N: returns the process whose table holds it, and N. Any
+    /// other spelling is resolved as a path, where RESOLVE_NO_MAGICLINKS
+    /// refuses the magic link (ELOOP) and /proc/self is the supervisor.
+    static func childDescriptor(named path: [CChar], caller: pid_t) throws(Errno) -> (process: pid_t, fd: Int32)? {
+        let text = String(decoding: path.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        let parts = text.split(separator: "/", omittingEmptySubsequences: false)
+        let process: pid_t
+        let number: Substring
+        if parts.count == 4, parts[0] == "", parts[1] == "dev", parts[2] == "fd" {
+            process = try threadGroup(of: caller)  // /dev/fd is /proc/self/fd
+            number = parts[3]
+        } else if parts.count == 5, parts[0] == "", parts[1] == "proc", parts[3] == "fd" {
+            switch parts[2] {
+            case "self": process = try threadGroup(of: caller)
+            case "thread-self": process = caller
+            default:
+                guard let named = canonicalNumber(parts[2]) else { return nil }
+                if named == caller {
+                    process = caller
+                } else if try named == threadGroup(of: caller) {
+                    process = named
+                } else {
+                    return nil
+                }
+            }
+            number = parts[4]
+        } else {
+            return nil
+        }
+        guard let fd = canonicalNumber(number) else { return nil }
+        return (process: process, fd: fd)
+    }
+
+    /// A decimal as /proc reads it: digits only, no leading zero, within an int.
+    private static func canonicalNumber(_ text: Substring) -> Int32? {
+        guard !text.isEmpty, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
+              text == "0" || text.first != "0" else { return nil }
+        return Int32(text)
+    }
+
+    /// The process a thread belongs to (`Tgid:` in /proc/TID/status).
+    private static func threadGroup(of thread: pid_t) throws(Errno) -> pid_t {
+        let fd = try syscallRetrying { Glibc.open("/proc/\(thread)/status", O_RDONLY | O_CLOEXEC) }
+        let file = OwnedDescriptor(taking: fd)
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        let count = try syscallRetrying { buffer.withUnsafeMutableBytes { read(file.rawValue, $0.baseAddress, $0.count) } }
+        let status = String(decoding: buffer[0..<count], as: UTF8.self)
+        guard let line = status.split(separator: "\n").first(where: { $0.hasPrefix("Tgid:") }),
+              let tgid = pid_t(line.dropFirst("Tgid:".count).drop(while: { $0 == " " || $0 == "\t" })) else { throw .noSuchProcess }
+        return tgid
+    }
+
+    /// The file the child's descriptor `fd` holds. A descriptor the child
+    /// does not have is EBADF, as the kernel answers for an fd argument;
+    /// `byPath` keeps ENOENT, as for a /proc/self/fd/N path.
+    private func openInChild(pid: pid_t, fd: Int32, byPath: Bool = false) throws(Errno) -> OwnedDescriptor {
         guard fd >= 0 else { throw .badFileDescriptor }
-        return try Self.open("/proc/\(pid)/fd/\(fd)", follow: true)
+        do {
+            return try Self.open("/proc/\(pid)/fd/\(fd)", follow: true)
+        } catch .noSuchFileOrDirectory where !byPath {
+            throw .badFileDescriptor
+        }
     }
 
     private static func open(_ path: String, follow: Bool) throws(Errno) -> OwnedDescriptor {
         OwnedDescriptor(taking: try syscallRetrying { csb_open_path(AT_FDCWD, path, follow ? 1 : 0) })
+    }
+
+    private static func isOnProcFS(_ descriptor: OwnedDescriptor) throws(Errno) -> Bool {
+        var fsid: UInt64 = 0
+        var type: UInt64 = 0
+        _ = try syscallRetrying { csb_filesystem_identity(descriptor.rawValue, &fsid, &type) }
+        return type == 0x9FA0  // PROC_SUPER_MAGIC
     }
 
     /// True when `target` is one of `roots` or lies beneath one, walking
@@ -150,24 +275,29 @@ final class MetadataSupervisor {
         } else {
             // A non-directory has no "..": find its folder by the name the
             // kernel keeps, then prove that name still holds this inode.
+            // Bytes throughout: names need not be UTF-8.
             var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
             let length = readlink("/proc/self/fd/\(target.rawValue)", &buffer, Int(PATH_MAX))
-            guard length > 0 else { return false }
-            let name = String(decoding: buffer[0..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
-            guard name.hasPrefix("/"), !name.hasSuffix(" (deleted)"), let slash = name.lastIndex(of: "/") else { return false }
-            let folder = slash == name.startIndex ? "/" : String(name[..<slash])
-            let leaf = String(name[name.index(after: slash)...])
+            guard length > 0, length < Int(PATH_MAX) else { return false }
+            let name = Array(buffer[0..<length])
+            let slash = CChar(UInt8(ascii: "/"))
+            guard name[0] == slash, !name.ends(with: Array(" (deleted)".utf8CString.dropLast())),
+                  let last = name.lastIndex(of: slash) else { return false }
+            let folder = last == 0 ? [slash, 0] : Array(name[..<last]) + [0]
+            let leaf = Array(name[(last + 1)...]) + [0]
             current = try OwnedDescriptor(taking: syscallRetrying { csb_openat2_path(AT_FDCWD, folder, 0) })
             var entry = stat()
             guard fstatat(current.rawValue, leaf, &entry, AT_SYMLINK_NOFOLLOW) == 0,
                   entry.inodeIdentity == status.inodeIdentity else { return false }
         }
+        var identity = try current.status().inodeIdentity
         for _ in 0..<4096 {
-            let identity = try current.status().inodeIdentity
             if roots.contains(identity) { return true }
             let parent = try OwnedDescriptor(taking: syscallRetrying { csb_openat2_path(current.rawValue, "..", 0) })
-            if try parent.status().inodeIdentity == identity { return false }  // reached /
+            let parentIdentity = try parent.status().inodeIdentity
+            if parentIdentity == identity { return false }  // reached /
             current = parent
+            identity = parentIdentity
         }
         return false
     }
@@ -186,105 +316,171 @@ final class MetadataSupervisor {
     }
 }
 
-/// The operation's own arguments, copied from the child.
+/// What a supervised call returns, and bytes for the child's buffer, if any.
+private struct Outcome {
+    var result: Int64 = 0
+    var copyOut: (bytes: [UInt8], address: UInt64)?
+}
+
+private extension Array where Element: Equatable {
+    func ends(with suffix: [Element]) -> Bool {
+        count >= suffix.count && Array(self[(count - suffix.count)...]) == suffix
+    }
+}
+
+/// The operation's own arguments, copied from the child and checked: every
+/// conversion of a child's value is explicit, so none can trap.
 private enum OperationDetails {
     case chmod(mode: UInt32)
     case chown(uid: UInt32, gid: UInt32)
     /// nil: set both times to now. Otherwise atime sec, nsec, mtime sec, nsec.
     case times([Int64]?)
-    case setxattr(name: String, value: [UInt8], flags: Int32)
-    case removexattr(name: String)
+    case setxattr(name: [CChar], value: [UInt8], flags: Int32)
+    case removexattr(name: [CChar])
+    /// `size` already capped; `buffer` is the child's address.
+    case getxattr(name: [CChar], buffer: UInt64, size: Int)
+    case listxattr(buffer: UInt64, size: Int)
     case watch(mask: UInt32)
 
+    /// XATTR_SIZE_MAX and XATTR_LIST_MAX.
+    static let attributeSizeLimit: UInt64 = 65536
+    /// XATTR_NAME_MAX plus its NUL; the kernel answers ERANGE beyond.
+    static let attributeNameLimit = 256
+
     init(_ operation: MetadataSupervisor.Operation, args: [UInt64], first: Int, memory: ChildMemory) throws(Errno) {
-        func times(_ fieldCount: Int, nanosecondScale: Int64) throws(Errno) -> [Int64]? {
+        /// Reads two timestamps; `scale` turns the second field into nanoseconds.
+        func times(utimbuf: Bool = false, microseconds: Bool = false) throws(Errno) -> [Int64]? {
             guard args[first] != 0 else { return nil }
-            let raw = try memory.bytes(at: args[first], count: fieldCount * 8)
-            let fields = raw.withUnsafeBytes { Array($0.bindMemory(to: Int64.self)) }
-            if fieldCount == 2 { return [fields[0], 0, fields[1], 0] }  // struct utimbuf
-            return [fields[0], fields[1] * nanosecondScale, fields[2], fields[3] * nanosecondScale]
+            let raw = try memory.bytes(at: args[first], count: utimbuf ? 16 : 32)
+            let fields = raw.withUnsafeBytes { bytes in (0..<raw.count / 8).map { bytes.loadUnaligned(fromByteOffset: $0 * 8, as: Int64.self) } }
+            if utimbuf { return [fields[0], 0, fields[1], 0] }
+            guard microseconds else { return fields }  // timespec: the kernel checks tv_nsec, UTIME_NOW/OMIT kept
+            // timeval: the kernel refuses microseconds outside [0, 10^6).
+            guard (0..<1_000_000).contains(fields[1]), (0..<1_000_000).contains(fields[3]) else { throw .invalidArgument }
+            return [fields[0], fields[1] * 1000, fields[2], fields[3] * 1000]
+        }
+        func attributeName(_ index: Int) throws(Errno) -> [CChar] {
+            try memory.string(at: args[index], limit: Self.attributeNameLimit, tooLong: Errno(rawValue: ERANGE))
         }
         switch operation {
         case .chmod:
-            self = .chmod(mode: UInt32(truncatingIfNeeded: args[first]))
+            self = .chmod(mode: UInt32(truncatingIfNeeded: args[first]) & 0o7777)  // umode_t, as chmod_common keeps it
         case .chown:
             self = .chown(uid: UInt32(truncatingIfNeeded: args[first]), gid: UInt32(truncatingIfNeeded: args[first + 1]))
         case .utime:
-            self = .times(try times(2, nanosecondScale: 0))
+            self = .times(try times(utimbuf: true))
         case .utimes:
-            self = .times(try times(4, nanosecondScale: 1000))  // struct timeval[2]
+            self = .times(try times(microseconds: true))  // struct timeval[2]
         case .utimensat:
-            self = .times(try times(4, nanosecondScale: 1))  // struct timespec[2], UTIME_NOW/OMIT kept
+            self = .times(try times())  // struct timespec[2]
         case .setxattr:
-            let size = Int(args[first + 2])
-            guard size <= 65536 else { throw Errno(rawValue: E2BIG) }
+            let size = args[first + 2]
+            guard size <= Self.attributeSizeLimit else { throw .argListTooLong }  // E2BIG, as the kernel
             self = .setxattr(
-                name: try memory.string(at: args[first], limit: 256),
-                value: size == 0 ? [] : try memory.bytes(at: args[first + 1], count: size),
+                name: try attributeName(first),
+                value: try memory.bytes(at: args[first + 1], count: Int(size)),
                 flags: Int32(truncatingIfNeeded: args[first + 3]))
         case .removexattr:
-            self = .removexattr(name: try memory.string(at: args[first], limit: 256))
+            self = .removexattr(name: try attributeName(first))
+        case .getxattr:
+            self = .getxattr(
+                name: try attributeName(first), buffer: args[first + 1],
+                size: Int(min(args[first + 2], Self.attributeSizeLimit)))  // the kernel caps it too
+        case .listxattr:
+            self = .listxattr(buffer: args[first], size: Int(min(args[first + 1], Self.attributeSizeLimit)))
         case .watch:
             self = .watch(mask: UInt32(truncatingIfNeeded: args[first]))
         }
     }
 
-    /// Performs the operation; returns the syscall's result.
-    func perform(on target: OwnedDescriptor, caller: pid_t, args: [UInt64]) throws(Errno) -> Int64 {
-        let isSymlink = try target.status().isSymlink
+    /// Performs the operation.
+    func perform(on target: OwnedDescriptor, caller: pid_t, args: [UInt64]) throws(Errno) -> Outcome {
+        let status = try target.status()
         switch self {
         case .chmod(let mode):
-            guard !isSymlink else { throw .notSupported }  // Linux has no symlink modes
-            _ = try syscallRetrying { csb_chmod_fd(target.rawValue, mode) }
+            guard !status.isSymlink else { throw .notSupported }  // Linux has no symlink modes
+            // No set-user-ID file ever, and set-group-ID only on folders
+            // (where it picks new files' group): another user running the
+            // file would run it as this one. Stripped rather than refused,
+            // as the kernel itself drops S_ISGID in some cases, so that
+            // `tar xf` and `cp -p` as root keep working.
+            var kept = mode & ~UInt32(S_ISUID)
+            if !status.isDirectory { kept &= ~UInt32(S_ISGID) }
+            _ = try syscallRetrying { csb_chmod_fd(target.rawValue, kept) }
         case .chown(let uid, let gid):
             _ = try syscallRetrying { csb_chown_fd(target.rawValue, uid, gid) }
         case .times(let times):
             _ = try syscallRetrying { csb_utimens_fd(target.rawValue, times) }
         case .setxattr(let name, let value, let flags):
-            guard !isSymlink else { throw .notPermitted }
+            guard !status.isSymlink else { throw .notPermitted }
             _ = try syscallRetrying { csb_setxattr_fd(target.rawValue, name, value, value.count, flags) }
         case .removexattr(let name):
-            guard !isSymlink else { throw .notPermitted }
+            guard !status.isSymlink else { throw .notPermitted }
             _ = try syscallRetrying { csb_removexattr_fd(target.rawValue, name) }
+        case .getxattr(let name, let buffer, let size):
+            var value = [UInt8](repeating: 0, count: size)
+            let length = try syscallRetrying {
+                value.withUnsafeMutableBytes { csb_getxattr_fd(target.rawValue, name, size == 0 ? nil : $0.baseAddress, size) }
+            }
+            // A size of 0 asks for the length only.
+            guard size > 0, length > 0 else { return Outcome(result: Int64(length)) }
+            return Outcome(result: Int64(length), copyOut: (bytes: Array(value.prefix(length)), address: buffer))
+        case .listxattr(let buffer, let size):
+            var list = [CChar](repeating: 0, count: size)
+            let length = try syscallRetrying {
+                list.withUnsafeMutableBufferPointer { csb_listxattr_fd(target.rawValue, size == 0 ? nil : $0.baseAddress, size) }
+            }
+            guard size > 0, length > 0 else { return Outcome(result: Int64(length)) }
+            return Outcome(result: Int64(length), copyOut: (bytes: list.prefix(length).map { UInt8(bitPattern: $0) }, address: buffer))
         case .watch(let mask):
             // The watch goes on the child's own inotify instance, so the
             // descriptor we return is the child's.
             let instance = OwnedDescriptor(taking: try syscallRetrying {
                 csb_copy_fd_of_thread(caller, Int32(truncatingIfNeeded: args[0]))
             })
-            return Int64(try syscallRetrying { csb_inotify_watch_fd(instance.rawValue, target.rawValue, mask) })
+            return Outcome(result: Int64(try syscallRetrying { csb_inotify_watch_fd(instance.rawValue, target.rawValue, mask) }))
         }
-        return 0
+        return Outcome()
     }
 }
 
-/// Reads a notifying child's memory (`process_vm_readv`), as the kernel
-/// would copy its arguments.
+/// Reads and writes a notifying child's memory (`process_vm_readv`,
+/// `process_vm_writev`), as the kernel would copy its arguments.
 private struct ChildMemory {
     let pid: pid_t
 
     func bytes(at address: UInt64, count: Int) throws(Errno) -> [UInt8] {
+        guard count > 0 else { return [] }
+        guard !address.addingReportingOverflow(UInt64(count)).overflow else { throw .badAddress }
         var buffer = [UInt8](repeating: 0, count: count)
         let read = buffer.withUnsafeMutableBytes { csb_read_process_memory(pid, address, $0.baseAddress, count) }
-        guard read == count else { throw read < 0 ? Errno(rawValue: errno) : .badAddress }
+        guard read == count else { throw read < 0 && errno != EFAULT ? Errno(rawValue: errno) : .badAddress }
         return buffer
     }
 
-    /// A NUL-terminated string, read page by page so that a string ending
-    /// just before an unmapped page still reads.
-    func string(at address: UInt64, limit: Int = Int(PATH_MAX)) throws(Errno) -> String {
-        var result: [UInt8] = []
+    /// A NUL-terminated string, NUL included, read page by page so that a
+    /// string ending just before an unmapped page still reads.
+    func string(at address: UInt64, limit: Int, tooLong: Errno) throws(Errno) -> [CChar] {
+        var result: [CChar] = []
         var cursor = address
         while result.count < limit {
             let toPageEnd = 4096 - Int(cursor % 4096)
             let chunk = try bytes(at: cursor, count: min(toPageEnd, limit - result.count))
             if let end = chunk.firstIndex(of: 0) {
-                result += chunk[..<end]
-                return String(decoding: result, as: UTF8.self)
+                return result + chunk[...end].map { CChar(bitPattern: $0) }
             }
-            result += chunk
-            cursor += UInt64(chunk.count)
+            result += chunk.map { CChar(bitPattern: $0) }
+            let (next, overflow) = cursor.addingReportingOverflow(UInt64(chunk.count))
+            guard !overflow else { throw .badAddress }
+            cursor = next
         }
-        throw .fileNameTooLong
+        throw tooLong
+    }
+
+    func write(_ bytes: [UInt8], at address: UInt64) throws(Errno) {
+        guard !bytes.isEmpty else { return }
+        guard !address.addingReportingOverflow(UInt64(bytes.count)).overflow else { throw .badAddress }
+        let written = bytes.withUnsafeBytes { csb_write_process_memory(pid, address, $0.baseAddress, $0.count) }
+        guard written == bytes.count else { throw written < 0 && errno != EFAULT ? Errno(rawValue: errno) : .badAddress }
     }
 }

@@ -22,12 +22,14 @@ struct SyscallFilter {
         "lseek", "close", "close_range", "dup", "dup2", "dup3", "pipe", "pipe2", "fcntl", "flock", "fsync",
         "fdatasync", "sync", "syncfs", "sync_file_range", "fallocate", "ftruncate", "truncate", "sendfile",
         "splice", "tee", "copy_file_range", "readahead", "fadvise64",
-        // paths: Landlock mediates opening, creating, removing and renaming
-        "open", "openat", "openat2", "creat", "stat", "fstat", "lstat", "newfstatat", "statx", "statfs",
+        // paths: Landlock mediates opening, creating, removing and renaming;
+        // `argumentGuard` refuses creating set-user-ID and set-group-ID files
+        "open", "openat", "creat", "stat", "fstat", "lstat", "newfstatat", "statx", "statfs",
         "fstatfs", "access", "faccessat", "faccessat2", "readlink", "readlinkat", "getdents", "getdents64",
         "getcwd", "chdir", "fchdir", "mkdir", "mkdirat", "rmdir", "rename", "renameat", "renameat2", "link",
         "linkat", "unlink", "unlinkat", "symlink", "symlinkat", "mknod", "mknodat", "umask",
-        "getxattr", "lgetxattr", "fgetxattr", "listxattr", "llistxattr", "flistxattr",
+        // on descriptors opened under Landlock (O_PATH ones give EBADF)
+        "fgetxattr", "flistxattr",
         // waiting and events
         "poll", "ppoll", "select", "pselect6", "epoll_create", "epoll_create1", "epoll_ctl", "epoll_wait",
         "epoll_pwait", "epoll_pwait2", "eventfd", "eventfd2", "signalfd", "signalfd4", "timerfd_create",
@@ -42,7 +44,8 @@ struct SyscallFilter {
         "getitimer", "setitimer", "nanosleep", "clock_nanosleep", "clock_gettime", "clock_getres",
         "gettimeofday", "time", "times", "timer_create", "timer_settime", "timer_gettime", "timer_getoverrun",
         "timer_delete",
-        // processes and threads (clone is filtered below)
+        // processes and threads (clone is filtered below; `argumentGuard`
+        // limits the scheduling setters to the caller)
         "fork", "vfork", "execve", "execveat", "exit", "exit_group", "wait4", "waitid", "set_tid_address",
         "set_robust_list", "get_robust_list", "futex", "futex_waitv", "rseq", "restart_syscall", "arch_prctl",
         "prctl", "sched_yield", "sched_getaffinity", "sched_setaffinity", "sched_getparam", "sched_setparam",
@@ -85,6 +88,7 @@ struct SyscallFilter {
                      "mq_timedreceive", "mq_notify", "mq_getsetattr"] {
             reasons[name] = "System V and POSIX message IPC is shared with processes outside the sandbox"
         }
+        reasons["openat2"] = "its mode is in a struct the filter cannot read (answered ENOSYS: libc falls back to openat)"
         for name in supervised {
             reasons[name] = "it is checked by the supervisor, never allowed blindly"
         }
@@ -92,27 +96,43 @@ struct SyscallFilter {
     }()
 
     /// What tools answer best: "not implemented" makes them fall back.
-    static let answeredWithENOSYS: Set<String> = ["io_uring_setup", "io_uring_enter", "io_uring_register", "clone3"]
+    static let answeredWithENOSYS: Set<String> = ["io_uring_setup", "io_uring_enter", "io_uring_register", "clone3", "openat2"]
 
     /// Changes to metadata that Landlock does not mediate: the supervisor
     /// performs them only beneath a writable folder (or they fail with EPERM
     /// when user notification is unavailable).
     static let metadataChanges: [String] = [
-        "chmod", "fchmod", "fchmodat", "chown", "fchown", "lchown", "fchownat", "utime", "utimes",
+        "chmod", "fchmod", "fchmodat", "fchmodat2", "chown", "fchown", "lchown", "fchownat", "utime", "utimes",
         "futimesat", "utimensat", "setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr",
         "fremovexattr",
     ]
 
-    /// Watches that Landlock does not mediate: an inotify watch on a folder
-    /// outside would report the names of files created there. The supervisor
-    /// places them only beneath folders the sandbox may read.
-    static let watches: [String] = ["inotify_add_watch"]
+    /// Reads that Landlock does not mediate: an inotify watch on a folder
+    /// outside would report the names of files created there, and a path's
+    /// extended attributes can hold a download's origin URL. The supervisor
+    /// answers them only beneath folders the sandbox may read.
+    static let watchesAndAttributeReads: [String] = ["inotify_add_watch"] + attributeReads
+    static let attributeReads: [String] = ["getxattr", "lgetxattr", "listxattr", "llistxattr"]
 
     /// Everything the supervisor decides.
-    static var supervised: [String] { metadataChanges + watches }
+    static var supervised: [String] { metadataChanges + watchesAndAttributeReads }
+
+    /// Syscalls newer than Debian 12's libseccomp (2.5.4), by their number
+    /// in the table x86-64 and arm64 share since Linux 5.1. Anything else
+    /// libseccomp does not know stays denied (ENOSYS), for example
+    /// getxattrat (464), listxattrat (465) and file_setattr (469).
+    static let numbersNewerThanLibseccomp: [String: Int32] = ["fchmodat2": 452]
+
+    /// The native syscall number of `name`, nil when neither libseccomp nor
+    /// `numbersNewerThanLibseccomp` knows it.
+    static func number(_ name: String) -> Int32? {
+        let number = seccomp_syscall_resolve_name(name)
+        if number != __NR_SCMP_ERROR { return number }
+        return numbersNewerThanLibseccomp[name]
+    }
 
     static func isKnown(_ name: String) -> Bool {
-        seccomp_syscall_resolve_name(name) != __NR_SCMP_ERROR
+        number(name) != nil
     }
 
     struct Options {
@@ -141,16 +161,17 @@ struct SyscallFilter {
         for (name, _) in Self.neverAllowed where !Self.supervised.contains(name) {
             try add(name, Self.errnoAction(Self.answeredWithENOSYS.contains(name) ? ENOSYS : EPERM))
         }
-        let metadataAction = options.superviseMetadata ? Self.notifyAction : Self.errnoAction(EPERM)
         for name in Self.supervised {
-            try add(name, metadataAction)
+            // Without a supervisor: changes and watches EPERM; attribute reads
+            // "not supported", which ls and cp take as a file system without them.
+            let unsupervised = Self.attributeReads.contains(name) ? EOPNOTSUPP : EPERM
+            try add(name, options.superviseMetadata ? Self.notifyAction : Self.errnoAction(unsupervised))
         }
         try addConditionalRules()
         return try export(context)
 
         func add(_ name: String, _ action: UInt32, _ conditions: [scmp_arg_cmp] = []) throws(SandboxError) {
-            let number = seccomp_syscall_resolve_name(name)
-            guard number != __NR_SCMP_ERROR else { return }  // newer than libseccomp: stays denied
+            guard let number = Self.number(name) else { return }  // unknown here: stays denied
             // libseccomp refuses a rule that repeats the default action; the default does it.
             guard action != Self.errnoAction(Self.defaultErrno) else { return }
             var conditions = conditions
@@ -161,7 +182,7 @@ struct SyscallFilter {
         }
 
         func addConditionalRules() throws(SandboxError) {
-            // Terminal injection is refused by `terminalGuard`, a filter of its own:
+            // Which requests is decided by `argumentGuard`, a filter of its own:
             // libseccomp drops conditional rules next to an unconditional one.
             try add("ioctl", Self.allowAction)
 
@@ -214,41 +235,6 @@ struct SyscallFilter {
         }
     }
 
-    /// The ioctl requests that push input into a terminal: TIOCSTI and TIOCLINUX.
-    static let terminalInjection: [UInt32] = [0x5412, 0x541C]
-
-    /// A second, hand-written filter: EPERM for `ioctl` with a terminal
-    /// injection request, compared on the low 32 bits only, as the kernel
-    /// reads it (a 64-bit compare let `TIOCSTI | 1 << 32` through in
-    /// CVE-2019-10063). libseccomp cannot say "any value but these" on a
-    /// masked argument, so this is six instructions of classic BPF. The
-    /// kernel runs every filter and keeps the strictest answer.
-    static func terminalGuard() -> [UInt8] {
-        let load: UInt16 = 0x20  // BPF_LD | BPF_W | BPF_ABS
-        let jumpIfEqual: UInt16 = 0x15  // BPF_JMP | BPF_JEQ | BPF_K
-        let ret: UInt16 = 0x06  // BPF_RET | BPF_K
-        let ioctl = UInt32(bitPattern: seccomp_syscall_resolve_name("ioctl"))
-        // struct seccomp_data: nr at 0, arch at 4, args[1] at 24 (low word, little-endian).
-        let program: [(UInt16, UInt8, UInt8, UInt32)] = [
-            (load, 0, 0, 4),
-            (jumpIfEqual, 0, 5, seccomp_arch_native()),
-            (load, 0, 0, 0),
-            (jumpIfEqual, 0, 3, ioctl),
-            (load, 0, 0, 24),
-            (jumpIfEqual, 2, 0, terminalInjection[0]),
-            (jumpIfEqual, 1, 0, terminalInjection[1]),
-            (ret, 0, 0, allowAction),
-            (ret, 0, 0, errnoAction(EPERM)),
-        ]
-        var bytes: [UInt8] = []
-        for (code, jt, jf, k) in program {
-            withUnsafeBytes(of: code.littleEndian) { bytes += $0 }
-            bytes += [jt, jf]
-            withUnsafeBytes(of: k.littleEndian) { bytes += $0 }
-        }
-        return bytes
-    }
-
     private func export(_ context: scmp_filter_ctx) throws(SandboxError) -> [UInt8] {
         let memfd = csb_memfd_create("seccomp-bpf")
         guard memfd >= 0 else { throw .setup(step: "memfd_create", errno: Errno(rawValue: errno)) }
@@ -273,5 +259,157 @@ struct SyscallFilter {
 
     static func compare(_ argument: UInt32, _ op: scmp_compare, _ a: UInt64, _ b: UInt64) -> scmp_arg_cmp {
         scmp_arg_cmp(arg: argument, op: op, datum_a: a, datum_b: b)
+    }
+}
+
+// MARK: - The argument guard
+
+/// ioctl requests as the kernel reads them: the low 32 bits of `cmd`. The
+/// numbers are those of asm-generic, which x86-64 and arm64 use.
+enum IoctlRequest {
+    /// What shells, editors, pagers and REPLs ask of a terminal
+    /// (TCGETS ... TIOCGSID, the termios2 variants TCGETS2 ... TCSETSF2).
+    static let terminal: [UInt32] = [
+        0x5401, 0x5402, 0x5403, 0x5404,  // TCGETS, TCSETS, TCSETSW, TCSETSF
+        0x5405, 0x5406, 0x5407, 0x5408,  // TCGETA, TCSETA, TCSETAW, TCSETAF
+        0x5409, 0x540A, 0x540B,  // TCSBRK, TCXONC, TCFLSH
+        0x540F, 0x5410, 0x5411,  // TIOCGPGRP, TIOCSPGRP, TIOCOUTQ
+        0x5413, 0x5414, 0x5429,  // TIOCGWINSZ, TIOCSWINSZ, TIOCGSID
+        0x802C_542A, 0x402C_542B, 0x402C_542C, 0x402C_542D,  // TCGETS2, TCSETS2, TCSETSW2, TCSETSF2
+    ]
+    /// Any descriptor: FIONREAD, FIONBIO, FIONCLEX, FIOCLEX, FIOASYNC.
+    static let descriptor: [UInt32] = [0x541B, 0x5421, 0x5450, 0x5451, 0x5452]
+    /// Regular files. FICLONE and FICLONERANGE (cp --reflink) write only to
+    /// the fd they are called on, which must be open for writing, so Landlock
+    /// already checked it; the rest read: FS_IOC_GETFLAGS (and its 32-bit
+    /// form), FS_IOC_GETVERSION (and 32-bit), FS_IOC_FSGETXATTR,
+    /// FS_IOC_FIEMAP, FIGETBSZ.
+    static let file: [UInt32] = [
+        0x4004_9409, 0x4020_940D,
+        0x8008_6601, 0x8004_6601, 0x8008_7601, 0x8004_7601, 0x801C_581F, 0xC020_660B, 0x0000_0002,
+    ]
+    /// Interface queries on a socket, for the network entitlements only (any
+    /// socket answers them, an AF_UNIX pair too): SIOCGIFNAME, SIOCGIFCONF,
+    /// SIOCGIFFLAGS, SIOCGIFADDR, SIOCGIFDSTADDR, SIOCGIFBRDADDR,
+    /// SIOCGIFNETMASK, SIOCGIFMTU, SIOCGIFHWADDR, SIOCGIFINDEX, SIOCGIFTXQLEN,
+    /// SIOCATMARK.
+    static let networkQuery: [UInt32] = [
+        0x8910, 0x8912, 0x8913, 0x8915, 0x8917, 0x8919, 0x891B, 0x8921, 0x8927, 0x8933, 0x8942, 0x8905,
+    ]
+    /// Typing into or taking over a terminal: TIOCSTI, TIOCLINUX, TIOCSETD, TIOCCONS.
+    static let terminalTakeover: [UInt32] = [0x5412, 0x541C, 0x5423, 0x541D]
+    /// Setting inode attributes on any fd, one opened read-only too:
+    /// FS_IOC_SETFLAGS, FS_IOC_FSSETXATTR and FS_IOC_SETVERSION, whose new
+    /// generation changes a folder's file handle, so that another app's
+    /// bookmark resolves as replaced; with their 32-bit forms and ext4's own
+    /// EXT4_IOC_SETVERSION. Everything not allowed is refused anyway; these
+    /// get EPERM rather than ENOTTY so that chattr says what happened.
+    static let attributeChange: [UInt32] = [
+        0x4008_6602, 0x4004_6602, 0x401C_5820, 0x4008_7602, 0x4004_7602, 0x4008_6604, 0x4004_6604,
+    ]
+}
+
+extension SyscallFilter {
+    /// `struct seccomp_data` offsets: nr, arch, and the low 32 bits of an argument.
+    private enum Field {
+        static let nr: UInt32 = 0
+        static let arch: UInt32 = 4
+        static func low(_ argument: UInt32) -> UInt32 {
+            16 + 8 * argument + (1.bigEndian == 1 ? 4 : 0)
+        }
+    }
+
+    /// Creation flags after which open's mode argument means something:
+    /// O_CREAT and the kernel's __O_TMPFILE bit.
+    static let creatingOpenFlags: UInt32 = 0x40 | 0x40_0000
+    /// S_ISUID | S_ISGID.
+    static let setIDBits: UInt32 = 0o6000
+
+    /// The second filter, hand-written classic BPF for what libseccomp
+    /// cannot say: it drops conditional rules next to an unconditional rule
+    /// of the same syscall, and cannot say "any value but these" on the low
+    /// 32 bits of an argument, which is all the kernel reads of an int (a
+    /// 64-bit compare let `TIOCSTI | 1 << 32` through in CVE-2019-10063).
+    /// The kernel runs both filters and keeps the strictest answer, so this
+    /// one only ever narrows what the main filter allows:
+    /// - ioctl: the requests real tools use (see `IoctlRequest`), terminal
+    ///   takeover and inode attribute changes EPERM, anything else ENOTTY;
+    /// - open, openat, creat, mknod, mknodat: EPERM for a set-user-ID or
+    ///   set-group-ID mode (open's mode only counts with O_CREAT or
+    ///   O_TMPFILE); openat2 hides its mode in a struct: ENOSYS, and libc
+    ///   falls back to openat;
+    /// - setpriority, sched_setaffinity, sched_setscheduler, sched_setparam,
+    ///   sched_setattr: the caller only (pid 0; setpriority PRIO_PROCESS 0),
+    ///   EPERM for any other process;
+    /// - any other architecture or the x32 numbers: ENOSYS.
+    func argumentGuard() throws(SandboxError) -> [UInt8] {
+        do {
+            return try argumentGuardProgram().assemble()
+        } catch {
+            throw .setup(step: "assembling the argument guard: \(error)", errno: .invalidArgument)
+        }
+    }
+
+    func argumentGuardProgram() -> ClassicBPF {
+        var program = ClassicBPF()
+        program.load(Field.arch)
+        program.jump(if: .equal, seccomp_arch_native(), else: "enosys")
+        program.load(Field.nr)
+        program.jump(if: .greaterOrEqual, 0x4000_0000, then: "enosys")  // x32's numbers, on x86-64
+
+        let dispatch: [(String, String)] = [
+            ("ioctl", "ioctl"),
+            ("openat", "openat"), ("open", "open"), ("creat", "mode-in-1"),
+            ("mknodat", "mode-in-2"), ("mknod", "mode-in-1"), ("openat2", "enosys"),
+            ("setpriority", "setpriority"), ("sched_setaffinity", "pid-in-0"), ("sched_setscheduler", "pid-in-0"),
+            ("sched_setparam", "pid-in-0"), ("sched_setattr", "pid-in-0"),
+        ]
+        for (name, label) in dispatch {
+            // arm64 has no open, creat or mknod: nothing to guard there.
+            guard let number = Self.number(name) else { continue }
+            program.jump(if: .equal, UInt32(bitPattern: number), then: label)
+        }
+        program.ret(Self.allowAction)
+
+        program.label("ioctl")
+        program.load(Field.low(1))
+        for request in IoctlRequest.terminalTakeover + IoctlRequest.attributeChange {
+            program.jump(if: .equal, request, then: "eperm")
+        }
+        var allowed = IoctlRequest.terminal + IoctlRequest.descriptor + IoctlRequest.file
+        if options.networkClient || options.networkServer { allowed += IoctlRequest.networkQuery }
+        for request in allowed {
+            program.jump(if: .equal, request, then: "allow")
+        }
+        program.ret(Self.errnoAction(ENOTTY))
+
+        program.label("openat")
+        program.load(Field.low(2))
+        program.jump(if: .anyBitSet, Self.creatingOpenFlags, then: "mode-in-3", else: "allow")
+        program.label("open")
+        program.load(Field.low(1))
+        program.jump(if: .anyBitSet, Self.creatingOpenFlags, then: "mode-in-2", else: "allow")
+        for argument: UInt32 in [1, 2, 3] {
+            program.label("mode-in-\(argument)")
+            program.load(Field.low(argument))
+            program.jump(if: .anyBitSet, Self.setIDBits, then: "eperm", else: "allow")
+        }
+
+        program.label("setpriority")
+        program.load(Field.low(0))
+        program.jump(if: .equal, 0, then: "pid-in-1", else: "eperm")  // PRIO_PROCESS; PRIO_USER 0 is every process of the uid
+        for argument: UInt32 in [0, 1] {
+            program.label("pid-in-\(argument)")
+            program.load(Field.low(argument))
+            program.jump(if: .equal, 0, then: "allow", else: "eperm")
+        }
+
+        program.label("allow")
+        program.ret(Self.allowAction)
+        program.label("eperm")
+        program.ret(Self.errnoAction(EPERM))
+        program.label("enosys")
+        program.ret(Self.errnoAction(ENOSYS))
+        return program
     }
 }

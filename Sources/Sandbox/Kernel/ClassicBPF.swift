@@ -1,0 +1,124 @@
+/// A tiny assembler for the classic BPF that seccomp runs, for the few
+/// checks libseccomp cannot express. Jumps name labels; `assemble()` turns
+/// them into the 8-bit forward offsets the instruction set has and refuses
+/// what the kernel would reject or misread: an unknown or repeated label, a
+/// backward jump, an offset above 255, a program that can fall off its end.
+struct ClassicBPF {
+    /// How a conditional jump compares the accumulator with a constant.
+    enum Condition {
+        /// `BPF_JEQ`: A == k.
+        case equal
+        /// `BPF_JGE`: A >= k, unsigned.
+        case greaterOrEqual
+        /// `BPF_JSET`: A & k != 0.
+        case anyBitSet
+    }
+
+    enum AssemblyError: Error, Equatable, CustomStringConvertible {
+        case undefinedLabel(String)
+        case duplicateLabel(String)
+        case backwardJump(String)
+        case jumpTooFar(label: String, distance: Int)
+        case fallsOffTheEnd
+        case tooLong(Int)
+
+        var description: String {
+            switch self {
+            case .undefinedLabel(let label): "jump to undefined label '\(label)'"
+            case .duplicateLabel(let label): "label '\(label)' defined twice"
+            case .backwardJump(let label): "backward jump to '\(label)': classic BPF only jumps forward"
+            case .jumpTooFar(let label, let distance): "jump to '\(label)' skips \(distance) instructions, more than 255"
+            case .fallsOffTheEnd: "the last instruction is not a return"
+            case .tooLong(let count): "\(count) instructions, more than seccomp's 4096"
+            }
+        }
+    }
+
+    private enum Item {
+        case label(String)
+        case load(offset: UInt32)
+        /// `then`/`otherwise` nil: the next instruction.
+        case jump(Condition, UInt32, then: String?, otherwise: String?)
+        case ret(UInt32)
+    }
+
+    private var items: [Item] = []
+
+    /// Marks the position of the next instruction.
+    mutating func label(_ name: String) { items.append(.label(name)) }
+
+    /// `BPF_LD | BPF_W | BPF_ABS`: loads 32 bits of `struct seccomp_data` at `offset`.
+    mutating func load(_ offset: UInt32) { items.append(.load(offset: offset)) }
+
+    /// Jumps to `then` when the condition holds, else to `otherwise`; nil
+    /// continues with the next instruction.
+    mutating func jump(if condition: Condition, _ value: UInt32, then: String? = nil, else otherwise: String? = nil) {
+        items.append(.jump(condition, value, then: then, otherwise: otherwise))
+    }
+
+    /// `BPF_RET | BPF_K`: ends the program with a seccomp action.
+    mutating func ret(_ action: UInt32) { items.append(.ret(action)) }
+
+    /// One `struct sock_filter`.
+    struct Instruction: Equatable {
+        let code: UInt16
+        let jt: UInt8
+        let jf: UInt8
+        let k: UInt32
+    }
+
+    func instructions() throws(AssemblyError) -> [Instruction] {
+        var positions: [String: Int] = [:]
+        var count = 0
+        for item in items {
+            if case .label(let name) = item {
+                guard positions[name] == nil else { throw .duplicateLabel(name) }
+                positions[name] = count
+            } else {
+                count += 1
+            }
+        }
+        guard count <= 4096 else { throw .tooLong(count) }
+        var program: [Instruction] = []
+        for item in items {
+            let here = program.count
+            func offset(_ label: String?) throws(AssemblyError) -> UInt8 {
+                guard let label else { return 0 }
+                guard let target = positions[label] else { throw .undefinedLabel(label) }
+                guard target < count else { throw .fallsOffTheEnd }  // a label after the last instruction
+                let distance = target - here - 1
+                guard distance >= 0 else { throw .backwardJump(label) }
+                guard distance <= 255 else { throw .jumpTooFar(label: label, distance: distance) }
+                return UInt8(distance)
+            }
+            switch item {
+            case .label:
+                continue
+            case .load(let offset):
+                program.append(Instruction(code: 0x20, jt: 0, jf: 0, k: offset))
+            case .jump(let condition, let value, let then, let otherwise):
+                let code: UInt16 = switch condition {
+                case .equal: 0x15
+                case .greaterOrEqual: 0x35
+                case .anyBitSet: 0x45
+                }
+                program.append(Instruction(code: code, jt: try offset(then), jf: try offset(otherwise), k: value))
+            case .ret(let action):
+                program.append(Instruction(code: 0x06, jt: 0, jf: 0, k: action))
+            }
+        }
+        guard let last = program.last, last.code == 0x06 else { throw .fallsOffTheEnd }
+        return program
+    }
+
+    /// The program as the bytes of a `struct sock_filter[]`, in host byte order.
+    func assemble() throws(AssemblyError) -> [UInt8] {
+        var bytes: [UInt8] = []
+        for instruction in try instructions() {
+            withUnsafeBytes(of: instruction.code) { bytes += $0 }
+            bytes += [instruction.jt, instruction.jf]
+            withUnsafeBytes(of: instruction.k) { bytes += $0 }
+        }
+        return bytes
+    }
+}
