@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import SystemPackage
 @testable import Sandbox
 
 /// The supervisor against a hostile app: attribute reads, hostile
@@ -199,7 +200,7 @@ import Testing
             """
         let grant = try ConfinementPlan.openVerified(scratch.path)
         let confined = try Run.confined([Run.python, "-c", code, locked], in: scratch) {
-            $0.folders = [FolderRule(name: "SCRATCH", path: scratch.path, descriptor: grant, access: .readWrite)]
+            $0.folders = [FolderRule(name: "SCRATCH", path: FilePath(scratch.path), descriptor: grant, access: .readWrite)]
         }
         let answers = confined.output.map { $0.split(separator: " ").last.map(String.init) ?? "" }
         #expect(answers == Array(repeating: "EACCES", count: 14), "\(confined.output)")
@@ -265,7 +266,7 @@ import Testing
         #expect(try Run.unconfined(["/bin/sh", "-c", script]).termination == .exited(0))
         let grant = try ConfinementPlan.openVerified(scratch.path + "/shelf")
         let outcome = try Run.confined(["/bin/sh", "-c", "tar xf '\(archive)' && find notes -printf '%m %p\\n' | sort"], in: scratch) {
-            $0.folders = [FolderRule(name: "SHELF", path: scratch.path + "/shelf", descriptor: grant, access: .readOnly)]
+            $0.folders = [FolderRule(name: "SHELF", path: FilePath(scratch.path + "/shelf"), descriptor: grant, access: .readOnly)]
         }
         #expect(outcome.termination == .exited(0), "\(outcome.stderr)")
         #expect(outcome.stderr.isEmpty)
