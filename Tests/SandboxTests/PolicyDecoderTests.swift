@@ -456,6 +456,8 @@ import Policies
         #expect(Self.fileRefusal(large).contains("larger than 1 MiB"))
         let exact = scratch.file("exact.json", "{}" + String(repeating: " ", count: (1 << 20) - 2))
         #expect(try Policy(contentsOfFile: exact).warnings == ["com.apple.security.app-sandbox is absent; sandboxed-run sandboxes anyway"])
+        // A regular file whose size fstat gives as 0 is still read, in growing steps.
+        #expect(Self.fileRefusal("/proc/self/status").contains("neither a property list (XML or binary) nor a JSON object"))
     }
 
     static func fileRefusal(_ path: String) -> String {

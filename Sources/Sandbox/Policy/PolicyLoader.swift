@@ -62,10 +62,14 @@ extension Policy {
         if let refusal = refuse(opened) { throw refusal }
         let limit = PropertyListReader.maxBytes
         guard opened.st_size <= limit else { throw failure("larger than 1 MiB; a policy is a few lines") }
-        // Read one byte past the limit: the file may have grown since fstat.
-        var bytes = [UInt8](repeating: 0, count: limit + 1)
+        // Sized from fstat, but the file may change: grow up to one byte past the limit.
+        var bytes = [UInt8](repeating: 0, count: Int(max(0, min(opened.st_size, limit))) + 1)
         var filled = 0
-        while filled < bytes.count {
+        while true {
+            if filled == bytes.count {
+                guard bytes.count <= limit else { break }
+                bytes += [UInt8](repeating: 0, count: min(bytes.count, limit + 1 - bytes.count))
+            }
             let count: Int
             do {
                 count = try bytes.withUnsafeMutableBytes { buffer throws(Errno) in

@@ -69,7 +69,7 @@ struct XMLPropertyListReader {
                 guard bytes[at] == UInt8(ascii: "<") else { throw fail("text in a <dict>; it holds <key> and value pairs") }
                 let keyTag = try startTag()
                 guard keyTag.name == "key" else {
-                    throw fail(at: keyTag.offset, "<\(keyTag.name)> in a <dict> where a <key> should be")
+                    throw fail(at: keyTag.offset, "<\(keyTag.shown)> in a <dict> where a <key> should be")
                 }
                 let key = keyTag.empty ? "" : try text(of: "key")
                 try skipMisc()
@@ -116,7 +116,7 @@ struct XMLPropertyListReader {
         case "key":
             throw fail(at: tag.offset, "<key> outside a <dict>")
         default:
-            throw fail(at: tag.offset, "unknown element <\(tag.name)>; a property list holds dict, array, key, "
+            throw fail(at: tag.offset, "unknown element <\(tag.shown)>; a property list holds dict, array, key, "
                 + "string, integer, real, true, false, date and data")
         }
     }
@@ -162,6 +162,9 @@ struct XMLPropertyListReader {
         let name: String
         let empty: Bool
         let offset: Int
+
+        /// The name for messages: only name characters, but of any length.
+        var shown: String { PropertyListReader.printable(name, limit: 40) }
     }
 
     /// `<name attribute="value" ...>` or `<name .../>`; attributes are skipped.
@@ -170,9 +173,10 @@ struct XMLPropertyListReader {
         at += 1  // "<"
         let name = nameHere()
         guard !name.isEmpty else { throw fail(at: offset, "'<' is not followed by an element name") }
+        func shown() -> String { PropertyListReader.printable(name, limit: 40) }
         while true {
             skipSpace()
-            guard at < bytes.count else { throw fail(at: offset, "<\(name) is not closed with '>'") }
+            guard at < bytes.count else { throw fail(at: offset, "<\(shown()) is not closed with '>'") }
             if bytes[at] == UInt8(ascii: ">") {
                 at += 1
                 return Tag(name: name, empty: false, offset: offset)
@@ -181,21 +185,21 @@ struct XMLPropertyListReader {
                 at += 2
                 return Tag(name: name, empty: true, offset: offset)
             }
-            guard !nameHere().isEmpty else { throw fail("unexpected character in <\(name)>") }
+            guard !nameHere().isEmpty else { throw fail("unexpected character in <\(shown())>") }
             skipSpace()
-            guard at < bytes.count, bytes[at] == UInt8(ascii: "=") else { throw fail("an attribute of <\(name)> has no '='") }
+            guard at < bytes.count, bytes[at] == UInt8(ascii: "=") else { throw fail("an attribute of <\(shown())> has no '='") }
             at += 1
             skipSpace()
             guard at < bytes.count, bytes[at] == UInt8(ascii: "\"") || bytes[at] == UInt8(ascii: "'") else {
-                throw fail("an attribute value of <\(name)> is not quoted")
+                throw fail("an attribute value of <\(shown())> is not quoted")
             }
             let quote = bytes[at]
             at += 1
             while at < bytes.count, bytes[at] != quote {
-                guard bytes[at] != UInt8(ascii: "<") else { throw fail("'<' in an attribute value of <\(name)>") }
+                guard bytes[at] != UInt8(ascii: "<") else { throw fail("'<' in an attribute value of <\(shown())>") }
                 at += 1
             }
-            guard at < bytes.count else { throw fail(at: offset, "an attribute value of <\(name)> is not closed") }
+            guard at < bytes.count else { throw fail(at: offset, "an attribute value of <\(shown())> is not closed") }
             at += 1
         }
     }
