@@ -169,6 +169,21 @@ import Policies
         #expect(Self.refusal(Array(large.utf8)).contains("larger than 1 MiB"))
     }
 
+    @Test func theLargestAcceptedInputsStillDecodePromptly() {
+        let header = "<plist><dict><key>a</key>"
+        let inputs = [
+            header + "<string>" + String(repeating: "x", count: (1 << 20) - 100) + "</string></dict></plist>",
+            header + "<string>" + String(repeating: "&amp;", count: 200_000) + "</string></dict></plist>",
+            header + "<string>" + String(repeating: "<!---->", count: 140_000) + "</string></dict></plist>",
+            header + "<array>" + String(repeating: "<true/>", count: 99_990) + "</array></dict></plist>",
+            #"{"a": ["# + Array(repeating: "1234567", count: 99_990).joined(separator: ",") + "]}",
+            #"{"a": ""# + String(repeating: #"\u00e9"#, count: 170_000) + #""}"#,
+        ]
+        for input in inputs {
+            #expect(throws: Never.self) { try Self.decode(Array(input.utf8), "\(input.utf8.count) bytes").get() }
+        }
+    }
+
     @Test(arguments: [
         ("<integer>9223372036854775808</integer>", "is not an integer"),
         ("<integer>-9223372036854775809</integer>", "is not an integer"),
@@ -384,6 +399,14 @@ import Policies
         // 2^64 - 1 needs 16 bytes: out of range, refused rather than wrapped.
         let big = try Converted.python("import plistlib, sys; sys.stdout.buffer.write(plistlib.dumps({'a': 2**64 - 1}, fmt=plistlib.FMT_BINARY))")
         #expect(Self.refusal(big).contains("an integer out of range"))
+    }
+
+    @Test func dotDotIsFoundAsTheKernelSplitsPaths() {
+        // Split by Characters, "/\u{301}" is one Character and the ".." hid behind it.
+        let json = #"{"org.sandboxed-run.system-paths.read-only": ["/usr/../\u0301etc"]}"#
+        #expect(Self.refusal(Array(json.utf8)).contains("must be an absolute path without '..'"))
+        let plain = #"{"org.sandboxed-run.system-paths.read-only": ["/usr/..", "/..", "/usr/share/.."]}"#
+        #expect(Self.refusal(Array(plain.utf8)).contains("without '..'"))
     }
 
     @Test func printedNamesAreEscaped() throws {

@@ -163,7 +163,10 @@ extension Policy {
         for access in PathAccess.allCases {
             let key = "org.sandboxed-run.system-paths.\(access.rawValue)"
             for path in try strings(key) ?? [] {
-                guard path.hasPrefix("/"), !path.split(separator: "/").contains("..") else {
+                // Bytes, as the kernel splits the path: split by Characters, "/../\u{301}etc"
+                // has no ".." component, since "/" and the combining accent make one Character.
+                let components = path.utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false)
+                guard path.utf8.first == UInt8(ascii: "/"), !components.contains(where: { $0.elementsEqual("..".utf8) }) else {
                     throw fail(key, "'\(PropertyListReader.printable(path))' must be an absolute path without '..'")
                 }
                 systemPaths.append(SystemPath(path: path, access: access))

@@ -41,10 +41,11 @@ struct XMLPropertyListReader {
     // MARK: Values
 
     /// The value whose start tag comes next, inside `context`.
-    private mutating func value(depth: Int, context: String) throws(PolicyError) -> PolicyValue {
-        guard at < bytes.count else { throw fail("\(context) is not closed") }
+    /// (`context` is built only for a message: it escapes a key.)
+    private mutating func value(depth: Int, context: @autoclosure () -> String) throws(PolicyError) -> PolicyValue {
+        guard at < bytes.count else { throw fail("\(context()) is not closed") }
         guard bytes[at] == UInt8(ascii: "<") else { throw fail("text outside a <string>; values are elements") }
-        if looking(at: "</") { throw fail("\(context) has no value") }
+        if looking(at: "</") { throw fail("\(context()) has no value") }
         return try value(try startTag(), depth: depth)
     }
 
@@ -275,15 +276,19 @@ struct XMLPropertyListReader {
             throw fail("'&' that does not start a reference; write it as &amp;")
         }
         let name = bytes[(start + 1)..<end]
-        let spelled = PropertyListReader.printable(String(decoding: name, as: UTF8.self))
+        func spelled() -> String { PropertyListReader.printable(String(decoding: name, as: UTF8.self)) }
         at = end + 1
-        switch spelled {
-        case "amp": result.append(UInt8(ascii: "&"))
-        case "lt": result.append(UInt8(ascii: "<"))
-        case "gt": result.append(UInt8(ascii: ">"))
-        case "quot": result.append(UInt8(ascii: "\""))
-        case "apos": result.append(UInt8(ascii: "'"))
-        default:
+        if name.elementsEqual("amp".utf8) {
+            result.append(UInt8(ascii: "&"))
+        } else if name.elementsEqual("lt".utf8) {
+            result.append(UInt8(ascii: "<"))
+        } else if name.elementsEqual("gt".utf8) {
+            result.append(UInt8(ascii: ">"))
+        } else if name.elementsEqual("quot".utf8) {
+            result.append(UInt8(ascii: "\""))
+        } else if name.elementsEqual("apos".utf8) {
+            result.append(UInt8(ascii: "'"))
+        } else {
             var digits = name.dropFirst()
             var radix: UInt64 = 10
             if digits.first == UInt8(ascii: "x") {
@@ -293,14 +298,14 @@ struct XMLPropertyListReader {
             guard name.first == UInt8(ascii: "#"), !digits.isEmpty,
                 digits.allSatisfy({ TextInput.digit($0).map { $0 < radix } ?? false })
             else {
-                throw fail(at: start, "unknown reference '&\(spelled);'; only &amp; &lt; &gt; &quot; &apos; and &#NUMBER; are understood")
+                throw fail(at: start, "unknown reference '&\(spelled());'; only &amp; &lt; &gt; &quot; &apos; and &#NUMBER; are understood")
             }
             var value: UInt64 = 0
             for byte in digits where value <= 0x10FFFF {  // stops before it could overflow
                 value = value * radix + TextInput.digit(byte)!
             }
             guard value != 0, value <= 0x10FFFF, let scalar = Unicode.Scalar(UInt32(value)) else {
-                throw fail(at: start, "&\(spelled); is not a character allowed in a policy")
+                throw fail(at: start, "&\(spelled()); is not a character allowed in a policy")
             }
             UTF8.encode(scalar) { result.append($0) }
         }
