@@ -60,6 +60,7 @@ let package = Package(
             dependencies: ["Grants", "Sandbox", .product(name: "Crypto", package: "swift-crypto")],
             path: "Fuzz/BookmarkFuzzer"
         ),
+        .executableTarget(name: "policy-fuzzer", dependencies: ["Sandbox"], path: "Fuzz/PolicyFuzzer"),
         .testTarget(name: "SandboxTests", dependencies: ["Sandbox", "CSandbox"]),
         .testTarget(name: "GrantsTests", dependencies: ["Grants", "Sandbox", "CSandbox"]),
         .testTarget(name: "CLITests", dependencies: ["sandboxed-run", "grants-benchmark"]),

@@ -1,17 +1,34 @@
 #!/usr/bin/env bash
-# Fuzzes the bookmark decoder with libFuzzer (from the Swift toolchain).
-#   Fuzz/run.sh [SECONDS]        findings land in Fuzz/findings/ (git-ignored)
+# Fuzzes a decoder with libFuzzer (from the Swift toolchain), under ASan.
+#   Fuzz/run.sh [SECONDS]           the bookmark decoder
+#   Fuzz/run.sh policy [SECONDS]    the policy reader (XML and binary property lists, JSON),
+#                                   seeded from Fuzz/PolicyCorpus and Fuzz/policy-seeds.py --large
+# Findings land in Fuzz/findings/ (git-ignored).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+target=bookmark
+if [ "${1:-}" = bookmark ] || [ "${1:-}" = policy ]; then
+    target="$1"
+    shift
+fi
 seconds="${1:-60}"
 scripts/install-deps
 # gold crashes linking the sanitizer runtimes; the toolchain's lld does not.
 toolset="$(mktemp)"
 printf '{"schemaVersion": "1.0", "linker": {"path": "%s"}}' "$(dirname "$(readlink -f "$(command -v swift)")")/ld.lld" > "$toolset"
-swift build --product bookmark-fuzzer --scratch-path .build-fuzz --toolset "$toolset" \
+swift build --product "$target-fuzzer" --scratch-path .build-fuzz --toolset "$toolset" \
     -Xswiftc -sanitize=fuzzer,address -Xswiftc -parse-as-library -Xswiftc -DFUZZING >&2
 rm -f "$toolset"
 mkdir -p Fuzz/findings
 corpus="$(mktemp -d)"
 trap 'rm -rf "$corpus" /tmp/sandboxed-run-fuzz-*' EXIT
-.build-fuzz/debug/bookmark-fuzzer -max_total_time="$seconds" -artifact_prefix=Fuzz/findings/ "$corpus"
+options=()
+if [ "$target" = policy ]; then
+    # New inputs go to the first folder; the committed seeds stay as they are.
+    # An input that takes a second is a finding: the reader is meant to be linear.
+    python3 Fuzz/policy-seeds.py --large "$corpus"
+    options=(-timeout=2 -dict=Fuzz/policy.dict "$corpus" Fuzz/PolicyCorpus)
+else
+    options=("$corpus")
+fi
+".build-fuzz/debug/$target-fuzzer" -max_total_time="$seconds" -artifact_prefix=Fuzz/findings/ -print_final_stats=1 "${options[@]}"

@@ -1,5 +1,4 @@
 @preconcurrency import Glibc
-import FoundationEssentials
 import SystemPackage
 import Policies
 
@@ -20,29 +19,70 @@ extension Policy {
     }
 
     /// Reads a policy file: a property list, a macOS `.entitlements` file or JSON.
+    ///
+    /// Only a regular file is read. A FIFO would block the launcher forever
+    /// and a device could be endless or act on being opened, so both are
+    /// refused: by `stat` before opening, and by `fstat` on what was opened
+    /// (non-blocking, so a FIFO swapped in between cannot hang the open).
     public init(contentsOfFile path: String) throws(SandboxError) {
         func failure(_ problem: String) -> SandboxError {
             .policy(PolicyError(file: path, key: nil, problem: problem))
         }
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        let builtins = BuiltinPolicies.all.map(\.name).joined(separator: ", ")
+        func refuse(_ status: stat) -> SandboxError? {
+            let kind: String
+            switch status.st_mode & S_IFMT {
+            case S_IFREG: return nil
+            case S_IFDIR: kind = "a directory"
+            case S_IFIFO: kind = "a FIFO (named pipe), which could keep the launcher waiting forever"
+            case S_IFSOCK: kind = "a socket"
+            case S_IFCHR: kind = "a character device"
+            case S_IFBLK: kind = "a block device"
+            default: kind = "not a file"
+            }
+            return failure("is \(kind), not a regular file; give the path of a policy file "
+                + "(.plist, .entitlements or .json; save piped text to a file first) or one of: \(builtins)")
+        }
+        var named = stat()
+        guard stat(path, &named) == 0 else {
+            throw failure("cannot read it (\(Errno(rawValue: errno))); give a policy file or one of: \(builtins)")
+        }
+        if let refusal = refuse(named) { throw refusal }
+        let fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)
         guard fd >= 0 else {
-            throw failure("cannot read it (\(Errno(rawValue: errno))); give a file path or one of: "
-                + BuiltinPolicies.all.map(\.name).joined(separator: ", "))
+            throw failure("cannot read it (\(Errno(rawValue: errno))); give a policy file or one of: \(builtins)")
         }
         let file = OwnedDescriptor(taking: fd)
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 65536)
+        let opened: stat
+        do {
+            opened = try file.status()
+        } catch {
+            throw failure("cannot read it (\(error))")
+        }
+        if let refusal = refuse(opened) { throw refusal }
+        let limit = PropertyListReader.maxBytes
+        guard opened.st_size <= limit else { throw failure("larger than 1 MiB; a policy is a few lines") }
+        // Sized from fstat, but the file may change: grow up to one byte past the limit.
+        var bytes = [UInt8](repeating: 0, count: Int(max(0, min(opened.st_size, limit))) + 1)
+        var filled = 0
         while true {
+            if filled == bytes.count {
+                guard bytes.count <= limit else { break }
+                bytes += [UInt8](repeating: 0, count: min(bytes.count, limit + 1 - bytes.count))
+            }
             let count: Int
             do {
-                count = try syscallRetrying { read(file.rawValue, &chunk, chunk.count) }
+                count = try bytes.withUnsafeMutableBytes { buffer throws(Errno) in
+                    try syscallRetrying { read(file.rawValue, buffer.baseAddress! + filled, buffer.count - filled) }
+                }
             } catch {
                 throw failure("read failed: \(error)")
             }
             if count == 0 { break }
-            bytes += chunk[0..<count]
-            guard bytes.count <= 1 << 20 else { throw failure("larger than 1 MiB; a policy is a few lines") }
+            filled += count
         }
+        guard filled <= limit else { throw failure("larger than 1 MiB; a policy is a few lines") }
+        bytes.removeSubrange(filled...)
         do {
             try self.init(data: bytes, source: path)
         } catch {
@@ -51,23 +91,10 @@ extension Policy {
     }
 
     /// Decodes a policy from an XML or binary property list (such as a macOS
-    /// `.entitlements` file) or from JSON with the same keys.
+    /// `.entitlements` file) or from JSON with the same keys. Any bytes are
+    /// safe to give: see `PropertyListReader` for the limits.
     public init(data: [UInt8], source: String) throws(PolicyError) {
-        let raw: [String: PolicyValue]
-        do {
-            let bytes = Data(data)
-            let first = data.first { $0 != 0x20 && $0 != 0x0A && $0 != 0x0D && $0 != 0x09 }
-            if first == UInt8(ascii: "{") {
-                raw = try JSONDecoder().decode([String: PolicyValue].self, from: bytes)
-            } else {
-                raw = try PropertyListDecoder().decode([String: PolicyValue].self, from: bytes)
-            }
-        } catch {
-            throw PolicyError(
-                file: source, key: nil,
-                problem: "not a property list dictionary or JSON object (\(error)). "
-                    + "Start from one of the files in Policies/.")
-        }
+        let raw = try PropertyListReader.read(data, source: source)
         self.init(source: source)
         try apply(raw)
     }
@@ -136,8 +163,11 @@ extension Policy {
         for access in PathAccess.allCases {
             let key = "org.sandboxed-run.system-paths.\(access.rawValue)"
             for path in try strings(key) ?? [] {
-                guard path.hasPrefix("/"), !path.split(separator: "/").contains("..") else {
-                    throw fail(key, "'\(path)' must be an absolute path without '..'")
+                // Bytes, as the kernel splits the path: split by Characters, "/../\u{301}etc"
+                // has no ".." component, since "/" and the combining accent make one Character.
+                let components = path.utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false)
+                guard path.utf8.first == UInt8(ascii: "/"), !components.contains(where: { $0.elementsEqual("..".utf8) }) else {
+                    throw fail(key, "'\(PropertyListReader.printable(path))' must be an absolute path without '..'")
                 }
                 systemPaths.append(SystemPath(path: path, access: access))
             }
@@ -148,7 +178,7 @@ extension Policy {
                 throw fail(syscallsKey, "'\(name)' can never be allowed: \(reason)")
             }
             guard SyscallFilter.isKnown(name) else {
-                throw fail(syscallsKey, "'\(name)' is not a syscall this system knows")
+                throw fail(syscallsKey, "'\(PropertyListReader.printable(name))' is not a syscall this system knows")
             }
             extraSyscalls.append(name)
         }
@@ -163,58 +193,10 @@ extension Policy {
         ]
         for key in raw.keys.sorted() where !known.contains(key) {
             if key.hasPrefix(Policy.ownPrefix) {
-                throw fail(key, "unknown key (a typo?); see the policy format in README.md")
+                throw fail(PropertyListReader.printable(key), "unknown key (a typo?); see the policy format in README.md")
             }
-            warnings.append("ignoring \(key): sandboxed-run has no equivalent")
-        }
-    }
-}
-
-/// One value of a property list or JSON policy, for type-checked reading.
-enum PolicyValue: Decodable {
-    case bool(Bool)
-    case integer(Int)
-    case string(String)
-    case array([PolicyValue])
-    case dictionary([String: PolicyValue])
-    case other
-
-    init(from decoder: any Decoder) throws {
-        // Most values are strings in arrays, then booleans: try the common
-        // shapes first, since every failed attempt costs a thrown error.
-        if let single = try? decoder.singleValueContainer() {
-            if let text = try? single.decode(String.self) {
-                self = .string(text)
-                return
-            }
-            if let flag = try? single.decode(Bool.self) {
-                self = .bool(flag)
-                return
-            }
-            if let number = try? single.decode(Int.self) {
-                self = .integer(number)
-                return
-            }
-        }
-        if var list = try? decoder.unkeyedContainer() {
-            var items: [PolicyValue] = []
-            while !list.isAtEnd { items.append(try list.decode(PolicyValue.self)) }
-            self = .array(items)
-        } else if let dict = try? decoder.singleValueContainer().decode([String: PolicyValue].self) {
-            self = .dictionary(dict)
-        } else {
-            self = .other  // dates, data, reals: only meaningful in keys we ignore
-        }
-    }
-
-    var kind: String {
-        switch self {
-        case .bool(let flag): "boolean \(flag)"
-        case .integer(let number): "integer \(number)"
-        case .string(let text): "string '\(text)'"
-        case .array: "an array"
-        case .dictionary: "a dictionary"
-        case .other: "a value of another type"
+            // Keys are the file's text, printed to a terminal: escaped.
+            warnings.append("ignoring \(PropertyListReader.printable(key)): sandboxed-run has no equivalent")
         }
     }
 }
