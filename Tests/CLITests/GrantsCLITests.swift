@@ -159,25 +159,44 @@ import Testing
 @Suite struct PickerTests {
     /// Runs sandboxed-run with `arguments` on a pty from `directory`, typing `keys`.
     func drive(_ keys: String, home: CLI.Home, in directory: String? = nil, arguments: [String]? = nil) throws -> (Int32, String) {
+        // The picker flushes type-ahead when it takes the terminal, so keys are
+        // typed only once it has drawn; and nothing here waits forever.
         let driver = """
-            import os, pty, sys, time
+            import os, pty, select, signal, sys, time
             binary, directory, keys, arguments = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
             pid, fd = pty.fork()
             if pid == 0:
                 os.chdir(directory)
                 os.execv(binary, [binary] + arguments)
             screen = b""
-            for key in keys.split(","):
-                time.sleep(0.3)
-                os.write(fd, {"down": b"\\x1b[B", "enter": b"\\r", "space": b" ", "q": b"q", "left": b"\\x1b[D"}[key])
-            while True:
+            deadline = time.monotonic() + 60
+            def read_some(timeout):
+                global screen
+                ready, _, _ = select.select([fd], [], [], timeout)
+                if not ready:
+                    return True
                 try:
                     chunk = os.read(fd, 4096)
                 except OSError:
-                    break
-                if not chunk:
-                    break
+                    return False
                 screen += chunk
+                return bool(chunk)
+            while b"q: cancel" not in screen and time.monotonic() < deadline:
+                if not read_some(0.1):
+                    break
+            for key in keys.split(","):
+                before = len(screen)
+                os.write(fd, {"down": b"\\x1b[B", "enter": b"\\r", "space": b" ", "q": b"q", "left": b"\\x1b[D"}[key])
+                # Wait for the picker to redraw (or finish) before the next key.
+                settle = time.monotonic() + 2
+                while len(screen) == before and time.monotonic() < settle:
+                    if not read_some(0.1):
+                        break
+            while time.monotonic() < deadline:
+                if not read_some(0.5):
+                    break
+            if time.monotonic() >= deadline:
+                os.kill(pid, signal.SIGKILL)
             _, status = os.waitpid(pid, 0)
             sys.stderr.write(screen.decode(errors="replace"))
             print(os.waitstatus_to_exitcode(status))
