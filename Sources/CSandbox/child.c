@@ -332,6 +332,7 @@ __attribute__((noreturn)) static void csb_keeper(const struct csb_child_plan *pl
     // A session of our own: off the user's terminal, whose signals reach the
     // launcher, which forwards them once.
     if (setsid() < 0) csb_keeper_fail(report_fd, CSB_KEEPER_SESSION);
+    prctl(PR_SET_NAME, "sandbox-keeper", 0, 0, 0);  // for ps; a failure changes nothing else
     if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0) csb_keeper_fail(report_fd, CSB_KEEPER_SUBREAPER);
     if (keeper->scope_signals) {
         // A domain that restricts nothing but signals (files and network are

@@ -11,6 +11,7 @@ final class UserTerminal: @unchecked Sendable {
     private let lock = NSLock()
     private var shown: [UInt8] = []
     private var stopping = false
+    private var paused = false
     private let stopped = DispatchSemaphore(value: 0)
 
     init() throws {
@@ -22,6 +23,10 @@ final class UserTerminal: @unchecked Sendable {
         Thread { [self] in
             var buffer = [UInt8](repeating: 0, count: 65536)
             while !lock.withLock({ stopping }) {
+                if lock.withLock({ paused }) {
+                    Thread.sleep(forTimeInterval: 0.02)
+                    continue
+                }
                 var fd = pollfd(fd: self.master, events: Int16(POLLIN), revents: 0)
                 guard poll(&fd, 1, 50) > 0 else { continue }
                 let count = read(self.master, &buffer, buffer.count)
@@ -37,6 +42,11 @@ final class UserTerminal: @unchecked Sendable {
         close(master)
         close(terminal)
     }
+
+    /// A terminal that stops reading, as one does when the user presses
+    /// Ctrl-S or the emulator hangs.
+    func pause() { lock.withLock { paused = true } }
+    func resume() { lock.withLock { paused = false } }
 
     var output: String { lock.withLock { String(decoding: shown, as: UTF8.self) } }
 
@@ -193,6 +203,71 @@ func waitInBackground(_ process: ConfinedProcess) -> () -> Termination? {
         #expect(try user.launch([Run.python, "-c", code], Scratch()).wait() == .exited(0))
         #expect(user.waitFor("line 099999\r\n"))
         #expect(user.output.components(separatedBy: "line ").count - 1 == 100000)
+    }
+
+    @Test func aTerminalThatStopsReadingDoesNotStopTheSupervisor() throws {
+        // The command floods its terminal from one thread and changes file
+        // modes (served by the supervisor, in the same poll loop as the
+        // relay) from another, while the user's terminal reads nothing.
+        let user = try UserTerminal()
+        user.pause()
+        let code = """
+            import os, threading, time
+            def flood():
+                block = b"x" * 65536
+                for _ in range(64):
+                    os.write(1, block)
+            threading.Thread(target=flood, daemon=True).start()
+            time.sleep(0.5)
+            open("Documents/f", "w").close()
+            results = []
+            for mode in (0o600, 0o640, 0o644):
+                try:
+                    os.chmod("Documents/f", mode)
+                    results.append("ok")
+                except OSError as e:
+                    results.append(e.strerror)
+            open("Documents/result", "w").write(" ".join(results))
+            os._exit(0)
+            """
+        let scratch = Scratch()
+        let finished = waitInBackground(try user.launch([Run.python, "-c", code], scratch))
+        let result = try AppContainer.current(for: AppID("com.example.terminal"), base: scratch.containers).documents + "/result"
+        var served: String?
+        for _ in 0..<200 where served == nil {
+            served = try? String(contentsOfFile: result, encoding: .utf8)
+            if served == nil { Thread.sleep(forTimeInterval: 0.05) }
+        }
+        #expect(served == "ok ok ok", "the supervisor was not served while the terminal was full")
+        user.resume()
+        #expect(finished() == .exited(0))
+    }
+
+    @Test func aTerminalThatCannotBeReopenedIsLeftAsItWas() throws {
+        // A pty master is a terminal that cannot be opened again (that would
+        // make a new pty), so the relay sets O_NONBLOCK on the description it
+        // shares with others, and must put it back.
+        var master: Int32 = -1
+        var terminal: Int32 = -1
+        try #require(csb_open_pty(&master, &terminal) == 0)
+        defer { close(master); close(terminal) }
+        let flags = fcntl(master, F_GETFL)
+        let null = open("/dev/null", O_RDWR | O_CLOEXEC)
+        defer { close(null) }
+        let scratch = Scratch()
+        var request = LaunchRequest(
+            app: try AppID("com.example.terminal"), policy: .defaultPolicy, command: ["/bin/echo", "hello"],
+            containerBase: scratch.containers, hostEnvironment: [:])
+        request.standardInput = null
+        request.standardOutput = master
+        request.standardError = null
+        #expect(try ConfinementPlan(request).launch().wait() == .exited(0))
+        #expect(fcntl(master, F_GETFL) == flags)
+        var line = [UInt8](repeating: 0, count: 64)
+        var fd = pollfd(fd: terminal, events: Int16(POLLIN), revents: 0)
+        #expect(poll(&fd, 1, 5000) == 1)
+        let count = read(terminal, &line, line.count)
+        #expect(String(decoding: line[..<max(count, 0)], as: UTF8.self).hasPrefix("hello"))
     }
 
     @Test func theWindowSizeFollowsTheUsersTerminal() throws {

@@ -37,6 +37,9 @@ final class TerminalRelay {
     private var writing = true
     private var masterOpen = true
     private var savedModes: termios?
+    /// The output's file status flags, when we had to set O_NONBLOCK on the
+    /// description we share (no copy could be opened, say after `su`).
+    private var savedOutputFlags: CInt?
     private var windowChanges: CInt = -1
     private var roles: [Role] = []
 
@@ -85,6 +88,15 @@ final class TerminalRelay {
     /// which does the echo, line editing and signals) when we are in its
     /// foreground, and starts following window size changes.
     func begin() {
+        // A terminal that stops reading must not block the loop that also
+        // serves the supervisor: write without blocking, on our own
+        // description if we have one, else on the shared one until `end()`.
+        if outputCopy == nil, savedOutputFlags == nil {
+            let flags = fcntl(output, F_GETFL)
+            if flags >= 0, flags & O_NONBLOCK == 0, fcntl(output, F_SETFL, flags | O_NONBLOCK) == 0 {
+                savedOutputFlags = flags
+            }
+        }
         if windowChanges < 0 {
             windowChanges = csb_window_watch()  // -1: the size is copied once, not followed
             _ = csb_copy_window_size(sizeSource, master.rawValue)
@@ -110,6 +122,10 @@ final class TerminalRelay {
         if windowChanges >= 0 {
             csb_window_unwatch(windowChanges)
             windowChanges = -1
+        }
+        if let flags = savedOutputFlags {
+            _ = fcntl(output, F_SETFL, flags)
+            savedOutputFlags = nil
         }
         if var modes = savedModes, let input {
             _ = tcsetattr(input, TCSANOW, &modes)
