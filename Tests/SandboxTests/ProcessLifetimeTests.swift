@@ -221,6 +221,25 @@ private let doubleFork = """
         #expect(try process.wait() == .signaled(SIGTERM))
     }
 
+    @Test func droppingTheProcessWithoutWaitingEndsIt() throws {
+        let scratch = Scratch()
+        let marker = UUID().uuidString
+        var request = LaunchRequest(
+            app: try AppID(Self.app), policy: .defaultPolicy, command: [Run.python, "-c", doubleFork, marker, "stay"],
+            containerBase: scratch.containers, hostEnvironment: [:])
+        let null = open("/dev/null", O_RDWR | O_CLOEXEC)
+        defer { close(null) }
+        (request.standardInput, request.standardOutput, request.standardError) = (null, null, null)
+        let pidFile = try AppContainer.current(for: AppID(Self.app), base: scratch.containers).root + "/grandchild.pid"
+        do {
+            let process = try ConfinementPlan(request).launch()
+            for _ in 0..<100 where !FileManager.default.fileExists(atPath: pidFile) { Thread.sleep(forTimeInterval: 0.05) }
+            #expect(Processes.carrying(marker).count == 2, "the command and its grandchild run")
+            _ = process
+        }
+        #expect(Processes.gone(marker), "outlived their ConfinedProcess: \(Processes.carrying(marker))")
+    }
+
     static let abi3 = KernelFeatures(landlockABI: 3, seccompFilter: true, seccompUserNotification: true)
 
     func bestEffortOnABI3(_ command: [String], _ scratch: Scratch) throws -> (ConfinementPlan, Int32) {

@@ -59,7 +59,9 @@ extension ConfinementPlan {
             }
         }
         guard spawned == 0 else { throw .setup(step: "fork", errno: Errno(rawValue: errno)) }
-        let keeper = Keeper(pid: keeperPID, pidfd: OwnedDescriptor(taking: pidfd), report: OwnedDescriptor(taking: reportFD))
+        let keeper = Keeper(
+            pid: keeperPID, pidfd: OwnedDescriptor(taking: pidfd), report: OwnedDescriptor(taking: reportFD),
+            endsWithLauncher: request.dieWithParent)
 
         var listener: OwnedDescriptor?
         while true {
@@ -115,10 +117,14 @@ final class Keeper: @unchecked Sendable {
     /// keeper to kill everything (when the launcher dies, the kernel does).
     let report: OwnedDescriptor
 
-    init(pid: pid_t, pidfd: OwnedDescriptor, report: OwnedDescriptor) {
+    /// It kills the command's processes when our end of `report` closes.
+    let endsWithLauncher: Bool
+
+    init(pid: pid_t, pidfd: OwnedDescriptor, report: OwnedDescriptor, endsWithLauncher: Bool) {
         self.pid = pid
         self.pidfd = pidfd
         self.report = report
+        self.endsWithLauncher = endsWithLauncher
     }
 
     enum Message {
@@ -182,6 +188,14 @@ public final class ConfinedProcess: @unchecked Sendable {
         self.supervisor = supervisor
     }
 
+    /// Not waited for: the keeper ends every process of the command (when
+    /// the request let the command die with its launcher) and is reaped.
+    deinit {
+        if termination == nil && keeper.endsWithLauncher { keeper.abandon() }
+    }
+
+    private var termination: Termination?
+
     /// Catches SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 before
     /// launch; the last one is held and sent once `forwardSignals` knows the child.
     public static func holdTerminationSignals() {
@@ -198,6 +212,7 @@ public final class ConfinedProcess: @unchecked Sendable {
     /// Serves metadata requests and relays the terminal until the command
     /// exits and the keeper has ended every process it started.
     public func wait() throws(SandboxError) -> Termination {
+        if let termination { return termination }
         relay?.begin()
         defer { relay?.end() }
         var status: CInt?
@@ -248,7 +263,9 @@ public final class ConfinedProcess: @unchecked Sendable {
                     + "processes the command started may still run)", errno: .noSuchProcess)
         }
         let signal = status & 0x7F
-        return signal == 0 ? .exited((status >> 8) & 0xFF) : .signaled(signal)
+        let ended: Termination = signal == 0 ? .exited((status >> 8) & 0xFF) : .signaled(signal)
+        termination = ended
+        return ended
     }
 }
 
