@@ -292,11 +292,12 @@ static int csb_kill_listed_children(void) {
 // (no /proc): those processes are not killed, as the report says.
 static void csb_keeper_kill_children(int signal_fd) {
     for (int idle = 0;;) {
-        int killed = csb_kill_listed_children();
+        // Reap first: with no child left (the usual case) /proc is not read.
         pid_t reaped;
         int any = 0;
         while ((reaped = waitpid(-1, NULL, __WALL | WNOHANG)) > 0) any = 1;
         if (reaped < 0 && errno == ECHILD) return;
+        int killed = csb_kill_listed_children();
         idle = (killed > 0 || any) ? 0 : idle + 1;
         if (idle >= 20) return;
         struct pollfd fd = { .fd = signal_fd, .events = POLLIN, .revents = 0 };

@@ -214,10 +214,15 @@ final class TerminalRelay {
     }
 
     private func readMaster() {
-        let count = toUser.fill(from: master.rawValue, limit: .max)
-        if count == 0 || (count < 0 && errno != EAGAIN && errno != EINTR) {
-            masterOpen = false  // EIO: no terminal side is open and the buffer is empty
-            return
+        // A pty hands over at most a few KiB per read: gather what is there
+        // (up to the buffer) and write it in one go, to wake the terminal less.
+        while toUser.hasSpace {
+            let count = toUser.fill(from: master.rawValue, limit: .max)
+            if count == 0 || (count < 0 && errno != EAGAIN && errno != EINTR) {
+                masterOpen = false  // EIO: no terminal side is open and the buffer is empty
+                break
+            }
+            if count < 0 { break }
         }
         if writing { writeOutput() } else { toUser.clear() }
     }
