@@ -1,7 +1,8 @@
 // The confined child: everything between fork and exec. Only
 // async-signal-safe calls and raw syscalls here; the parent prepared
 // every byte of memory we read. A failure goes back through the report
-// socket as (stage, errno) and the child exits with 127.
+// socket as (stage, errno) and the child exits with 127. The keeper, which
+// forks the child and ends every process it starts, is further down.
 #define _GNU_SOURCE 1
 #include "csandbox.h"
 
@@ -11,14 +12,18 @@
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <linux/securebits.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sched.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #ifndef SYS_landlock_restrict_self
@@ -35,10 +40,10 @@
 #define PR_CAP_AMBIENT_CLEAR_ALL 4
 #endif
 
-struct csb_report { int stage; int error; };
+struct csb_report { int stage; int error; int value; };
 
-static void csb_report_send(int fd, int stage, int error, int passed_fd) {
-    struct csb_report report = { .stage = stage, .error = error };
+static void csb_report_send(int fd, int stage, int error, int value, int passed_fd) {
+    struct csb_report report = { .stage = stage, .error = error, .value = value };
     struct iovec iov = { .iov_base = &report, .iov_len = sizeof(report) };
     union { char buf[CMSG_SPACE(sizeof(int))]; struct cmsghdr align; } control;
     struct msghdr msg;
@@ -59,7 +64,7 @@ static void csb_report_send(int fd, int stage, int error, int passed_fd) {
 }
 
 __attribute__((noreturn)) static void csb_child_fail(int report_fd, int stage) {
-    csb_report_send(report_fd, stage, errno, -1);
+    csb_report_send(report_fd, stage, errno, 0, -1);
     _exit(127);
 }
 
@@ -95,6 +100,11 @@ static void csb_child(const struct csb_child_plan *plan, int report_fd, pid_t pa
     if (plan->new_session && setsid() < 0) csb_child_fail(report_fd, CSB_STAGE_SESSION);
 
     if (csb_child_bind_stdio(plan->stdio) != 0) csb_child_fail(report_fd, CSB_STAGE_STDIO);
+    // The relay's pty becomes the new session's terminal, so that job
+    // control and /dev/tty work inside; the user's terminal is never ours.
+    if (plan->controlling_terminal >= 0 && ioctl(plan->controlling_terminal, TIOCSCTTY, 0) != 0) {
+        csb_child_fail(report_fd, CSB_STAGE_TERMINAL);
+    }
     // Every other fd closes at exec, except those the user asked to keep.
     if (syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC) != 0) csb_child_fail(report_fd, CSB_STAGE_FDS);
     for (int i = 0; i < plan->kept_fds_count; i++) {
@@ -147,7 +157,7 @@ static void csb_child(const struct csb_child_plan *plan, int report_fd, pid_t pa
         long listener = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, flags, &prog);
         if (listener < 0) csb_child_fail(report_fd, CSB_STAGE_SECCOMP);
         if (plan->seccomp_listener) {
-            csb_report_send(report_fd, CSB_STAGE_LISTENER, 0, (int)listener);
+            csb_report_send(report_fd, CSB_STAGE_LISTENER, 0, 0, (int)listener);
             close((int)listener);  // the parent holds its own copy now
         }
     }
@@ -156,64 +166,288 @@ static void csb_child(const struct csb_child_plan *plan, int report_fd, pid_t pa
     csb_child_fail(report_fd, CSB_STAGE_EXEC);
 }
 
+
 struct csb_child_args {
     const struct csb_child_plan *plan;
     int report_fd;
-    int sibling_fd;
     pid_t parent;
 };
 
 static int csb_child_entry(void *opaque) {
     const struct csb_child_args *args = opaque;
-    close(args->sibling_fd);
     csb_child(args->plan, args->report_fd, args->parent);
     _exit(127);  // not reached: csb_child execs or exits
 }
 
-int csb_spawn_confined(const struct csb_child_plan *plan, pid_t *pid, int *pidfd, int *report_fd) {
+// clone(CLONE_VM | CLONE_VFORK), as glibc's posix_spawn does: the child
+// borrows the keeper's memory, and the keeper sleeps until it execs or
+// exits. The child writes nothing of ours but errno, and has a copy of our
+// fd table and signal handlers. The caller has blocked every signal.
+static pid_t csb_clone_child(const struct csb_child_plan *plan, int report_fd) {
+    struct csb_child_args args = { .plan = plan, .report_fd = report_fd, .parent = getpid() };
+    const size_t stack_size = 128 * 1024;
+    void *stack = mmap(NULL, stack_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+    if (stack == MAP_FAILED) return -1;
+    pid_t child = clone(csb_child_entry, (char *)stack + stack_size, CLONE_VM | CLONE_VFORK | SIGCHLD, &args);
+    int saved = errno;
+    munmap(stack, stack_size);
+    errno = saved;
+    return child;
+}
+
+// MARK: The keeper
+//
+// A plain fork of the launcher that runs only this C: it is a child
+// subreaper, so every orphan of the command's tree becomes its child, and
+// (Landlock ABI 6) it sits in a domain that scopes signals, one level above
+// the command's own domain. From there kill(-1, SIGKILL) reaches exactly the
+// keeper's domain and the domains nested in it: the command's processes,
+// wherever they moved, and never a host process, whatever the launcher's
+// uid or capabilities. The command, one level down, cannot signal the keeper.
+
+static const int csb_relayed_signals[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 };
+
+__attribute__((noreturn)) static void csb_keeper_fail(int report_fd, int message) {
+    csb_report_send(report_fd, message, errno, 0, -1);
+    _exit(127);
+}
+
+// Closes every fd but two: the launcher's other fds (say, another launch's
+// report socket, whose end of file must not wait for us) and the command's
+// stdio, so the relay's pty sees end of file when the command's side closes.
+static void csb_close_all_but(int a, int b) {
+    int low = a < b ? a : b, high = a < b ? b : a;
+    if (low > 0) syscall(SYS_close_range, 0, low - 1, 0);
+    if (high > low + 1) syscall(SYS_close_range, low + 1, high - 1, 0);
+    syscall(SYS_close_range, high + 1, ~0U, 0);
+}
+
+// Landlock: kill the whole domain, reap, repeat until no child is left. As a
+// subreaper the keeper inherits every orphan, so ECHILD means that no
+// process of the command is left, zombies included. A process forked while
+// kill(-1) runs is either seen by it or born with the SIGKILL pending.
+static void csb_keeper_kill_domain(void) {
+    for (;;) {
+        kill(-1, SIGKILL);
+        if (waitpid(-1, NULL, __WALL) < 0 && errno != EINTR) return;  // ECHILD: done
+        while (waitpid(-1, NULL, __WALL | WNOHANG) > 0) {}
+    }
+}
+
+// Parses the ppid out of /proc/PID/stat: "pid (comm) S ppid ...", where
+// comm may hold anything, so we look after its last ')'.
+static pid_t csb_proc_parent(const char *pid_name) {
+    char path[64] = "/proc/";
+    size_t n = 6;
+    for (const char *c = pid_name; *c && n < 40; c++) path[n++] = *c;
+    memcpy(path + n, "/stat", 6);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    char buf[512];
+    ssize_t len = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (len <= 0) return -1;
+    buf[len] = 0;
+    char *close_paren = NULL;
+    for (char *c = buf; *c; c++) if (*c == ')') close_paren = c;
+    if (close_paren == NULL || close_paren[1] != ' ' || close_paren[2] == 0 || close_paren[3] != ' ') return -1;
+    pid_t ppid = 0;
+    for (char *c = close_paren + 4; *c >= '0' && *c <= '9'; c++) ppid = ppid * 10 + (*c - '0');
+    return ppid;
+}
+
+struct csb_dirent64 {  // getdents64's record (glibc's readdir allocates)
+    uint64_t ino;
+    int64_t off;
+    unsigned short reclen;
+    unsigned char type;
+    char name[];
+};
+
+// Sends SIGKILL to every child of ours listed in /proc. A child's pid cannot
+// be reused before we reap it, so the kill cannot reach another process.
+// Returns how many were signalled, -1 when /proc cannot be read.
+static int csb_kill_listed_children(void) {
+    int dir = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir < 0) return -1;
+    pid_t self = getpid();
+    int killed = 0;
+    char buf[4096];
+    long n;
+    while ((n = syscall(SYS_getdents64, dir, buf, sizeof(buf))) > 0) {
+        for (long offset = 0; offset < n;) {
+            const struct csb_dirent64 *entry = (const void *)(buf + offset);
+            offset += entry->reclen;
+            if (entry->name[0] < '1' || entry->name[0] > '9') continue;
+            if (csb_proc_parent(entry->name) != self) continue;
+            pid_t pid = 0;
+            for (const char *c = entry->name; *c; c++) pid = pid * 10 + (*c - '0');
+            if (kill(pid, SIGKILL) == 0) killed++;
+        }
+    }
+    close(dir);
+    return killed;
+}
+
+// Without Landlock's signal scope, kill(-1) would reach the user's other
+// processes. Kill the children the keeper has, generation by generation (a
+// killed process's orphans become ours), until none is left, or give up
+// after a second of finding nothing to kill while some child still lives
+// (no /proc): those processes are not killed, as the report says.
+static void csb_keeper_kill_children(int signal_fd) {
+    for (int idle = 0;;) {
+        // Reap first: with no child left (the usual case) /proc is not read.
+        pid_t reaped;
+        int any = 0;
+        while ((reaped = waitpid(-1, NULL, __WALL | WNOHANG)) > 0) any = 1;
+        if (reaped < 0 && errno == ECHILD) return;
+        int killed = csb_kill_listed_children();
+        idle = (killed > 0 || any) ? 0 : idle + 1;
+        if (idle >= 20) return;
+        struct pollfd fd = { .fd = signal_fd, .events = POLLIN, .revents = 0 };
+        poll(&fd, 1, 50);
+        struct signalfd_siginfo info;
+        while (read(signal_fd, &info, sizeof(info)) == sizeof(info)) {}
+    }
+}
+
+// Ends every process of the command and returns its wait status. The
+// command is not reaped yet, so its pid, which is also its process group's
+// id (it called setsid), is still ours to signal.
+static int csb_keeper_end(const struct csb_keeper_plan *keeper, int signal_fd, pid_t command) {
+    int status = 0;
+    kill(keeper->scope_signals ? -1 : -command, SIGKILL);
+    waitpid(command, &status, __WALL);
+    if (keeper->scope_signals) csb_keeper_kill_domain();
+    else csb_keeper_kill_children(signal_fd);
+    return status;
+}
+
+__attribute__((noreturn)) static void csb_keeper(const struct csb_child_plan *plan, const struct csb_keeper_plan *keeper, int report_fd) {
+    // Every signal stays blocked (the launcher blocked all before fork); the
+    // ones we act on arrive through a signalfd. Default dispositions, since
+    // a launcher that ignores SIGCHLD would have its children auto-reaped.
+    struct sigaction default_action;
+    memset(&default_action, 0, sizeof(default_action));
+    default_action.sa_handler = SIG_DFL;
+    for (int signo = 1; signo < NSIG; signo++) {
+        if (signo == SIGKILL || signo == SIGSTOP) continue;
+        if (sigaction(signo, &default_action, NULL) != 0 && errno != EINVAL) csb_keeper_fail(report_fd, CSB_KEEPER_SIGNALS);
+    }
+    // A session of our own: off the user's terminal, whose signals reach the
+    // launcher, which forwards them once.
+    if (setsid() < 0) csb_keeper_fail(report_fd, CSB_KEEPER_SESSION);
+    prctl(PR_SET_NAME, "sandbox-keeper", 0, 0, 0);  // for ps; a failure changes nothing else
+    if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0) csb_keeper_fail(report_fd, CSB_KEEPER_SUBREAPER);
+    if (keeper->scope_signals) {
+        // A domain that restricts nothing but signals (files and network are
+        // left to the command's own, nested domain).
+        struct csb_landlock_ruleset_attr attr = { .handled_access_fs = 0, .handled_access_net = 0, .scoped = CSB_LANDLOCK_SCOPE_SIGNAL };
+        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) csb_keeper_fail(report_fd, CSB_KEEPER_LANDLOCK);
+        int ruleset = csb_landlock_create_ruleset(&attr);
+        if (ruleset < 0) csb_keeper_fail(report_fd, CSB_KEEPER_LANDLOCK);
+        if (syscall(SYS_landlock_restrict_self, ruleset, keeper->scope_restrict_flags) != 0) csb_keeper_fail(report_fd, CSB_KEEPER_LANDLOCK);
+        close(ruleset);
+    }
+    sigset_t watched;
+    sigemptyset(&watched);
+    sigaddset(&watched, SIGCHLD);
+    for (size_t i = 0; i < sizeof(csb_relayed_signals) / sizeof(csb_relayed_signals[0]); i++) sigaddset(&watched, csb_relayed_signals[i]);
+    int signal_fd = signalfd(-1, &watched, SFD_CLOEXEC | SFD_NONBLOCK);
+    if (signal_fd < 0) csb_keeper_fail(report_fd, CSB_KEEPER_SIGNALS);
+
+    pid_t command = csb_clone_child(plan, report_fd);
+    if (command < 0) csb_keeper_fail(report_fd, CSB_KEEPER_FORK);
+    // The child's failure, if any, is already in the socket, ahead of this.
+    csb_report_send(report_fd, CSB_KEEPER_RUNNING, 0, command, -1);
+    csb_close_all_but(report_fd, signal_fd);
+
+    int watch_launcher = 1;
+    for (;;) {
+        struct pollfd fds[2] = { { .fd = signal_fd, .events = POLLIN }, { .fd = report_fd, .events = POLLIN } };
+        if (poll(fds, watch_launcher ? 2 : 1, -1) < 0) continue;
+        if (watch_launcher && fds[1].revents != 0) {
+            // The launcher sends nothing: readiness means its end closed.
+            char byte;
+            ssize_t got = recv(report_fd, &byte, 1, MSG_DONTWAIT);
+            if (got == 0 || (got < 0 && errno != EAGAIN) || (fds[1].revents & (POLLHUP | POLLERR | POLLNVAL))) {
+                if (keeper->kill_when_launcher_exits) {
+                    csb_keeper_end(keeper, signal_fd, command);
+                    _exit(0);
+                }
+                watch_launcher = 0;
+            }
+        }
+        struct signalfd_siginfo info;
+        while (read(signal_fd, &info, sizeof(info)) == sizeof(info)) {
+            if (info.ssi_signo != SIGCHLD) kill(command, (int)info.ssi_signo);  // not reaped yet: still ours
+        }
+        // Reap the orphans that ended; look at the command without reaping
+        // it (WNOWAIT), so that its pid and process group stay ours until
+        // every process is killed.
+        for (;;) {
+            siginfo_t ended;
+            memset(&ended, 0, sizeof(ended));
+            if (waitid(P_ALL, 0, &ended, WEXITED | WNOHANG | WNOWAIT | __WALL) != 0 || ended.si_pid == 0) break;
+            if (ended.si_pid != command) {
+                waitpid(ended.si_pid, NULL, __WALL);
+                continue;
+            }
+            int status = csb_keeper_end(keeper, signal_fd, command);
+            csb_report_send(report_fd, CSB_KEEPER_EXITED, 0, status, -1);
+            _exit(0);
+        }
+    }
+}
+
+// _Fork (glibc 2.34) skips the atfork handlers: the keeper calls nothing
+// they would make safe, and the launcher may be a large, threaded process.
+static pid_t csb_fork(void) {
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34))
+    return _Fork();
+#else
+    return fork();
+#endif
+}
+
+int csb_spawn_kept(const struct csb_child_plan *plan, const struct csb_keeper_plan *keeper,
+                   pid_t *keeper_pid, int *keeper_pidfd, int *report_fd) {
     int sockets[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sockets) != 0) return -1;
-
-    // Block every signal so no handler of ours runs in the child before
-    // it resets them; the parent restores its mask right after fork.
+    // Block every signal so no handler of ours runs in the keeper; it keeps
+    // them blocked, and we restore our mask right after fork.
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
-    // clone(CLONE_VM | CLONE_VFORK), as glibc's posix_spawn does: the child
-    // borrows our memory instead of copying the page tables of a large
-    // process, and we sleep until it execs or exits. It writes nothing of
-    // ours but errno, and has a copy of our fd table and signal handlers.
-    struct csb_child_args args = { .plan = plan, .report_fd = sockets[1], .sibling_fd = sockets[0], .parent = getpid() };
-    const size_t stack_size = 128 * 1024;
-    void *stack = mmap(NULL, stack_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
-    pid_t child = -1;
-    if (stack != MAP_FAILED) {
-        child = clone(csb_child_entry, (char *)stack + stack_size, CLONE_VM | CLONE_VFORK | SIGCHLD, &args);
+    pid_t pid = csb_fork();
+    if (pid == 0) {
+        close(sockets[0]);  // only the launcher may hold this end: its closing is the keeper's cue
+        csb_keeper(plan, keeper, sockets[1]);
     }
     int saved = errno;
-    if (stack != MAP_FAILED) munmap(stack, stack_size);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     close(sockets[1]);
-    if (child < 0) {
+    if (pid < 0) {
         close(sockets[0]);
         errno = saved;
         return -1;
     }
-    int fd = csb_pidfd_open(child);
+    int fd = csb_pidfd_open(pid);
     if (fd < 0) {
         saved = errno;
-        kill(child, SIGKILL);
+        kill(pid, SIGKILL);  // the command, if started, dies with it (PR_SET_PDEATHSIG)
+        waitpid(pid, NULL, 0);
         close(sockets[0]);
         errno = saved;
-        return -1;  // the zombie is reaped by whoever waits for any child
+        return -1;
     }
-    *pid = child;
-    *pidfd = fd;
+    *keeper_pid = pid;
+    *keeper_pidfd = fd;
     *report_fd = sockets[0];
     return 0;
 }
 
-int csb_child_report(int report_fd, int *stage, int *error, int *received_fd) {
+int csb_child_report(int report_fd, int *stage, int *error, int *value, int *received_fd) {
     struct csb_report report;
     struct iovec iov = { .iov_base = &report, .iov_len = sizeof(report) };
     union { char buf[CMSG_SPACE(sizeof(int))]; struct cmsghdr align; } control;
@@ -228,11 +462,17 @@ int csb_child_report(int report_fd, int *stage, int *error, int *received_fd) {
     do { n = recvmsg(report_fd, &msg, MSG_CMSG_CLOEXEC); } while (n < 0 && errno == EINTR);
     if (n < 0) return -1;
     if (n == 0) return 0;
-    if ((size_t)n != sizeof(report)) { errno = EPROTO; return -1; }
     for (struct cmsghdr *cmsg = CMSG_FIRSTHDR(&msg); cmsg != NULL; cmsg = CMSG_NXTHDR(&msg, cmsg)) {
         if (cmsg->cmsg_level == SOL_SOCKET && cmsg->cmsg_type == SCM_RIGHTS) memcpy(received_fd, CMSG_DATA(cmsg), sizeof(int));
     }
+    if ((size_t)n != sizeof(report)) {
+        if (*received_fd >= 0) close(*received_fd);
+        *received_fd = -1;
+        errno = EPROTO;
+        return -1;
+    }
     *stage = report.stage;
     *error = report.error;
+    *value = report.value;
     return 1;
 }

@@ -9,8 +9,9 @@ struct Run: ParsableCommand {
         abstract: "Run a command confined to its container and the folders granted to it.",
         discussion: """
             The command sees its container as HOME (with Documents, Library and tmp), the policy's \
-            system paths read-only, the folders granted with --grant (as $SANDBOX_GRANT_NAME), and nothing else. It runs in a new session with no capabilities, \
-            no_new_privs, a clean environment and only stdin, stdout and stderr open.
+            system paths read-only, the folders granted with --grant (as $SANDBOX_GRANT_NAME), and nothing else. It runs in a new session (with a pty of its own, relayed, when run on a terminal) with no capabilities, \
+            no_new_privs, a clean environment and only stdin, stdout and stderr open. Every process it starts \
+            is killed when it exits or when sandboxed-run dies.
             """
     )
 
@@ -62,6 +63,7 @@ struct Run: ParsableCommand {
         // No rule may expose the broker's state or the containers, whatever the policy says.
         request.protectedFolders = [try StateDirectory.defaultPath(environment: request.hostEnvironment), request.containerBase]
         request.compatibility = bestEffort ? .bestEffort : .hardRequirement
+        request.terminal = .automatic  // a terminal among stdin/stdout/stderr: the command gets its own pty
         if !grants.isEmpty {
             let launchGrants = try GrantResolver.launchGrants(
                 app: request.app, policy: policy, onStale: onStale ?? (GrantResolver.hasTerminal ? .prompt : .fail),

@@ -44,7 +44,11 @@ import CSandbox
                 attempt(label, lambda: fcntl.ioctl(0, request, b"x"))
             attempt("TCGETS", lambda: fcntl.ioctl(0, termios.TCGETS, bytes(64)))
             """
-        let confined = try Run.confinedPython(code, in: Scratch()) { $0.standardInput = slave }
+        // .never: this test is about the filter on the caller's own terminal, not the relay.
+        let confined = try Run.confinedPython(code, in: Scratch()) {
+            $0.standardInput = slave
+            $0.terminal = .never
+        }
         #expect(confined.output == ["TIOCSTI EPERM", "TIOCSTI-64 EPERM", "TIOCLINUX EPERM", "TCGETS ok"])
 
         // Unconfined, the same ioctl from a process holding the pty succeeds.

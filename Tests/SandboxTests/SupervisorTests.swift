@@ -334,7 +334,10 @@ import SystemPackage
         #expect(unconfined.output.contains("outside ok"), "\(unconfined.stderr)")
         chmod(outside, 0o600)
         let confined = try Run.confined(args + ["confined"], in: scratch)
-        #expect(confined.output == [
+        // The parent is the keeper: its /proc entry names its own descriptors,
+        // never the child's; refused either way (ELOOP or ENOENT, as it holds one or not).
+        let output = confined.output.map { $0 == "parent ENOENT" ? "parent ELOOP" : $0 }
+        #expect(output == [
             "nofollow-file ok", "0o640", "nofollow-symlink EOPNOTSUPP", "fchmodat2-empty-path ok", "0o600",
             "fchmodat2-symlink ENOTSUP", "fchmodat2-bad-flags EINVAL",
             "self ok", "0o600", "thread-self ok", "0o601", "dev-fd ok", "0o602", "pid ok", "0o603",

@@ -181,21 +181,80 @@ struct csb_child_plan {
     int last_capability;
     int new_session;
     int die_with_parent;
+    int controlling_terminal;      // 0, 1 or 2: make that fd (a terminal) the session's controlling terminal; -1: none
 };
 
 /// Where the child failed, sent back through the report socket.
 enum csb_child_stage {
     CSB_STAGE_SIGNALS = 1, CSB_STAGE_PARENT_DEATH, CSB_STAGE_SESSION, CSB_STAGE_STDIO,
     CSB_STAGE_FDS, CSB_STAGE_CHDIR, CSB_STAGE_NO_NEW_PRIVS, CSB_STAGE_CAPABILITIES,
-    CSB_STAGE_LANDLOCK, CSB_STAGE_SECCOMP, CSB_STAGE_LISTENER, CSB_STAGE_EXEC
+    CSB_STAGE_LANDLOCK, CSB_STAGE_SECCOMP, CSB_STAGE_LISTENER, CSB_STAGE_EXEC, CSB_STAGE_TERMINAL
 };
 
-/// Forks a child that applies `plan` and execs. Returns 0 with `pid`,
-/// `pidfd` and `report_fd` set; read the report with `csb_child_report`.
-int csb_spawn_confined(const struct csb_child_plan *plan, pid_t *pid, int *pidfd, int *report_fd);
+// MARK: The keeper: a command's processes end with it
 
-/// Reads one message of the child's report: returns 1 with `stage`/`error`
-/// (and `received_fd` for the listener), or 0 at end of file (exec succeeded).
-int csb_child_report(int report_fd, int *stage, int *error, int *received_fd);
+/// What the keeper does besides starting the confined child.
+struct csb_keeper_plan {
+    /// Enter a Landlock domain that scopes only signals (ABI 6), so that the
+    /// keeper's `kill(-1, SIGKILL)` reaches the command's processes and no
+    /// others, and the command cannot signal the keeper.
+    int scope_signals;
+    uint32_t scope_restrict_flags;  // landlock_restrict_self flags for that domain
+    /// Kill every process of the command when the launcher's end of the
+    /// report socket closes (the launcher died or dropped the command).
+    int kill_when_launcher_exits;
+};
+
+/// Messages the keeper adds to the child's report (the child's failures use `csb_child_stage`).
+enum csb_keeper_message {
+    CSB_KEEPER_RUNNING = 100,   // value: the command's pid; the exec succeeded unless a failure came first
+    CSB_KEEPER_EXITED,          // value: the command's wait status; all its processes are gone
+    CSB_KEEPER_SESSION,         // failures of the keeper's own set-up, with errno
+    CSB_KEEPER_SUBREAPER,
+    CSB_KEEPER_LANDLOCK,
+    CSB_KEEPER_SIGNALS,
+    CSB_KEEPER_FORK,
+};
+
+static const uint32_t CSB_LANDLOCK_RESTRICT_SELF_LOG_SAME_EXEC_OFF = 1U << 0;  // ABI 7
+
+/// Forks the keeper (plain fork; it runs only async-signal-safe C), which
+/// becomes a child subreaper in a session of its own, optionally enters a
+/// signal-scoped Landlock domain, and starts the confined child that applies
+/// `plan` and execs. The keeper relays SIGINT, SIGTERM, SIGHUP, SIGQUIT,
+/// SIGUSR1 and SIGUSR2 to the command; when the command exits (or the
+/// launcher goes, see `kill_when_launcher_exits`) it kills and reaps every
+/// process the command started, reports CSB_KEEPER_EXITED and exits.
+/// Returns 0 with the keeper's pid and pidfd and the launcher's end of the
+/// report socket; read it with `csb_child_report`.
+int csb_spawn_kept(const struct csb_child_plan *plan, const struct csb_keeper_plan *keeper,
+                   pid_t *keeper_pid, int *keeper_pidfd, int *report_fd);
+
+/// Stops forwarding to `pid` (the keeper, about to be reaped, so that its pid
+/// cannot be reused under the handler): signals are held again, as with 0.
+void csb_forward_signals_stop(pid_t pid);
+
+/// Reads one message of the report: returns 1 with `stage`/`error`/`value`
+/// (and `received_fd` for the listener), or 0 at end of file (the keeper exited).
+int csb_child_report(int report_fd, int *stage, int *error, int *value, int *received_fd);
+
+// MARK: Terminal relay
+
+/// Opens the terminal behind `fd` again through /proc/self/fd, as a new open
+/// file description with `flags | O_NOCTTY | O_CLOEXEC | O_NONBLOCK`, so that
+/// non-blocking use does not change the description the shell shares. Fails
+/// with ENXIO for a pty master (reopening /dev/ptmx would make a new pty) and
+/// with ENOTTY when the reopened file is not the same terminal.
+int csb_reopen_terminal(int fd, int flags);
+/// `ioctl(TIOCGWINSZ)` on `from`, then `ioctl(TIOCSWINSZ)` on `to`.
+int csb_copy_window_size(int from, int to);
+/// `ioctl(FIONREAD)`: bytes ready to read without blocking.
+int csb_bytes_readable(int fd);
+/// A non-blocking pipe's read end that gets a byte at each SIGWINCH; the
+/// handler (installed once per process) still calls a handler installed
+/// before it. At most 64 watchers at a time (EMFILE beyond).
+int csb_window_watch(void);
+/// Stops a watch and closes its pipe, never under a running handler.
+void csb_window_unwatch(int fd);
 
 #endif

@@ -3,8 +3,9 @@ import CSandbox
 import SystemPackage
 
 extension ConfinementPlan {
-    /// Forks the child, which applies the plan and execs. Returns once the
-    /// exec succeeded; a failure before it is reported as a `SandboxError`.
+    /// Forks the keeper, which starts the child that applies the plan and
+    /// execs. Returns once the exec succeeded; a failure before it is
+    /// reported as a `SandboxError`.
     public func launch() throws(SandboxError) -> ConfinedProcess {
         let argv = CStringArray(arguments)
         let envp = CStringArray(bytes: environment)
@@ -12,11 +13,14 @@ extension ConfinementPlan {
         for fd in kept where fcntl(fd, F_GETFD) < 0 {
             throw .usage("--keep-fd \(fd): that descriptor is not open in the launcher")
         }
-        var pid: pid_t = 0
+        let relay: TerminalRelay? = request.terminal == .automatic
+            ? try TerminalRelay(standardInput: request.standardInput, standardOutput: request.standardOutput, standardError: request.standardError)
+            : nil
+        let stdio = relay?.commandStandardIO ?? (request.standardInput, request.standardOutput, request.standardError)
+        var keeperPID: pid_t = 0
         var pidfd: CInt = -1
         var reportFD: CInt = -1
-        // Every pointer the child reads stays valid until csb_spawn_confined
-        // returns: with CLONE_VFORK the child has exec'd or exited by then.
+        // The keeper is a fork: it reads its own copy of everything below.
         let filterBytes = filter ?? []
         let guardBytes = terminalGuard ?? []
         let spawned: CInt = executable.withCString { path in
@@ -30,7 +34,7 @@ extension ConfinementPlan {
                             plan.envp = UnsafePointer(envp.pointer)
                             plan.working_directory = cwd
                             plan.working_directory_fd = workingDirectoryDescriptor.rawValue
-                            plan.stdio = (request.standardInput, request.standardOutput, request.standardError)
+                            plan.stdio = stdio
                             plan.kept_fds = keptFDs.baseAddress
                             plan.kept_fds_count = CInt(keptFDs.count)
                             plan.ruleset_fd = ruleset?.descriptor.rawValue ?? -1
@@ -44,38 +48,46 @@ extension ConfinementPlan {
                             plan.last_capability = Capabilities.lastCapability
                             plan.new_session = 1
                             plan.die_with_parent = request.dieWithParent ? 1 : 0
-                            return csb_spawn_confined(&plan, &pid, &pidfd, &reportFD)
+                            plan.controlling_terminal = relay?.controllingTerminal ?? -1
+                            var keeper = csb_keeper_plan()
+                            keeper.scope_signals = keeperScopesSignals ? 1 : 0
+                            keeper.scope_restrict_flags = keeperRestrictFlags
+                            keeper.kill_when_launcher_exits = request.dieWithParent ? 1 : 0
+                            return csb_spawn_kept(&plan, &keeper, &keeperPID, &pidfd, &reportFD)
                         }
                     }
                 }
             }
         }
         guard spawned == 0 else { throw .setup(step: "fork", errno: Errno(rawValue: errno)) }
-        let process = OwnedDescriptor(taking: pidfd)
-        let report = OwnedDescriptor(taking: reportFD)
+        let keeper = Keeper(
+            pid: keeperPID, pidfd: OwnedDescriptor(taking: pidfd), report: OwnedDescriptor(taking: reportFD),
+            endsWithLauncher: request.dieWithParent)
 
         var listener: OwnedDescriptor?
         while true {
-            var stage: CInt = 0
-            var error: CInt = 0
-            var received: CInt = -1
-            let result = csb_child_report(report.rawValue, &stage, &error, &received)
-            if result == 0 { break }  // end of file: the exec succeeded
-            if result < 0 {
-                kill(pid, SIGKILL)
-                throw .setup(step: "reading the child's report", errno: Errno(rawValue: errno))
+            let message: Keeper.Message
+            do {
+                message = try keeper.next()
+            } catch {
+                keeper.abandon()
+                throw .setup(step: "reading the child's report", errno: error)
             }
-            if stage == CSB_STAGE_LISTENER.rawValue, received >= 0 {
-                listener = OwnedDescriptor(taking: received)
-                continue
+            switch message {
+            case .running(let pid):
+                return ConfinedProcess(
+                    pid: pid, keeper: keeper, listener: listener, relay: relay,
+                    supervisor: MetadataSupervisor(writableRoots: writableRoots, readableRoots: readableRoots))
+            case .listener(let fd):
+                listener = fd
+            case .failed(let stage, let error):
+                keeper.abandon()
+                throw Self.failure(stage: stage, errno: error, command: arguments[0])
+            case .exited, .ended:
+                keeper.abandon()
+                throw .setup(step: "starting the command (the keeper ended first)", errno: .noSuchProcess)
             }
-            var status: CInt = 0
-            _ = csb_pidfd_wait(process.rawValue, &status)
-            throw Self.failure(stage: stage, errno: Errno(rawValue: error), command: arguments[0])
         }
-        return ConfinedProcess(
-            pid: pid, pidfd: process, listener: listener,
-            supervisor: MetadataSupervisor(writableRoots: writableRoots, readableRoots: readableRoots))
     }
 
     static func failure(stage: CInt, errno: Errno, command: String) -> SandboxError {
@@ -88,25 +100,102 @@ extension ConfinementPlan {
             CSB_STAGE_FDS.rawValue: "closing descriptors", CSB_STAGE_CHDIR.rawValue: "changing to the working directory",
             CSB_STAGE_NO_NEW_PRIVS.rawValue: "PR_SET_NO_NEW_PRIVS", CSB_STAGE_CAPABILITIES.rawValue: "dropping capabilities",
             CSB_STAGE_LANDLOCK.rawValue: "landlock_restrict_self", CSB_STAGE_SECCOMP.rawValue: "loading the seccomp filter",
+            CSB_STAGE_TERMINAL.rawValue: "making the pty the controlling terminal (TIOCSCTTY)",
+            CSB_KEEPER_SESSION.rawValue: "setsid in the keeper", CSB_KEEPER_SUBREAPER.rawValue: "PR_SET_CHILD_SUBREAPER in the keeper",
+            CSB_KEEPER_LANDLOCK.rawValue: "the keeper's Landlock signal scope", CSB_KEEPER_SIGNALS.rawValue: "the keeper's signals",
+            CSB_KEEPER_FORK.rawValue: "forking the command from the keeper",
         ]
         return .setup(step: steps[UInt32(stage)] ?? "child stage \(stage)", errno: errno)
     }
 }
 
-/// A running confined command. Waiting also serves the supervisor, so a
-/// caller must wait for the command to make progress on metadata changes.
-public final class ConfinedProcess: @unchecked Sendable {
-    public let pid: pid_t
+/// The keeper: the launcher's child that starts the command, relays
+/// signals to it, and kills every process it started when it ends.
+final class Keeper: @unchecked Sendable {
+    let pid: pid_t
     let pidfd: OwnedDescriptor
-    let listener: OwnedDescriptor?
-    let supervisor: MetadataSupervisor
+    /// Messages from the child and the keeper; closing our end tells the
+    /// keeper to kill everything (when the launcher dies, the kernel does).
+    let report: OwnedDescriptor
 
-    init(pid: pid_t, pidfd: OwnedDescriptor, listener: OwnedDescriptor?, supervisor: MetadataSupervisor) {
+    /// It kills the command's processes when our end of `report` closes.
+    let endsWithLauncher: Bool
+
+    init(pid: pid_t, pidfd: OwnedDescriptor, report: OwnedDescriptor, endsWithLauncher: Bool) {
         self.pid = pid
         self.pidfd = pidfd
+        self.report = report
+        self.endsWithLauncher = endsWithLauncher
+    }
+
+    enum Message {
+        case listener(OwnedDescriptor)
+        case running(pid_t)
+        case failed(stage: CInt, errno: Errno)
+        case exited(status: CInt)
+        /// End of file: the keeper exited.
+        case ended
+    }
+
+    func next() throws(Errno) -> Message {
+        var stage: CInt = 0
+        var error: CInt = 0
+        var value: CInt = 0
+        var received: CInt = -1
+        let result = csb_child_report(report.rawValue, &stage, &error, &value, &received)
+        if result < 0 { throw Errno(rawValue: errno) }
+        if result == 0 { return .ended }
+        let fd = received >= 0 ? OwnedDescriptor(taking: received) : nil
+        switch UInt32(stage) {
+        case CSB_STAGE_LISTENER.rawValue:
+            guard let fd else { throw .protocolError }
+            return .listener(fd)
+        case CSB_KEEPER_RUNNING.rawValue: return .running(value)
+        case CSB_KEEPER_EXITED.rawValue: return .exited(status: value)
+        default: return .failed(stage: stage, errno: Errno(rawValue: error))
+        }
+    }
+
+    /// Tells the keeper to end everything, then reaps it.
+    func abandon() {
+        _ = shutdown(report.rawValue, CInt(SHUT_RDWR))
+        _ = reap()
+    }
+
+    /// The keeper's own wait status.
+    func reap() -> CInt? {
+        csb_forward_signals_stop(pid)  // its pid may be reused once reaped
+        var status: CInt = 0
+        return (try? syscallRetrying { csb_pidfd_wait(pidfd.rawValue, &status) }) == nil ? nil : status
+    }
+}
+
+/// A running confined command. Waiting also serves the supervisor and the
+/// terminal relay, so a caller must wait for the command to make progress.
+/// Dropping it without waiting ends the command and every process it started.
+public final class ConfinedProcess: @unchecked Sendable {
+    /// The command's pid; its parent is the keeper, which reaps it.
+    public let pid: pid_t
+    let keeper: Keeper
+    let listener: OwnedDescriptor?
+    let relay: TerminalRelay?
+    let supervisor: MetadataSupervisor
+
+    init(pid: pid_t, keeper: Keeper, listener: OwnedDescriptor?, relay: TerminalRelay?, supervisor: MetadataSupervisor) {
+        self.pid = pid
+        self.keeper = keeper
         self.listener = listener
+        self.relay = relay
         self.supervisor = supervisor
     }
+
+    /// Not waited for: the keeper ends every process of the command (when
+    /// the request let the command die with its launcher) and is reaped.
+    deinit {
+        if termination == nil && keeper.endsWithLauncher { keeper.abandon() }
+    }
+
+    private var termination: Termination?
 
     /// Catches SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 before
     /// launch; the last one is held and sent once `forwardSignals` knows the child.
@@ -115,39 +204,69 @@ public final class ConfinedProcess: @unchecked Sendable {
     }
 
     /// Forwards the usual termination signals sent to the launcher (the
-    /// command has its own session, so the terminal does not reach it).
+    /// command has its own session, so the terminal does not reach it),
+    /// through the keeper, until `wait()` returns.
     public func forwardSignals() {
-        _ = csb_forward_signals_to(pid)
+        _ = csb_forward_signals_to(keeper.pid)
     }
 
-    /// Serves metadata requests until the command exits, then reaps it.
+    /// Serves metadata requests and relays the terminal until the command
+    /// exits and the keeper has ended every process it started.
     public func wait() throws(SandboxError) -> Termination {
-        var fds = [pollfd(fd: pidfd.rawValue, events: Int16(POLLIN), revents: 0)]
-        if let listener { fds.append(pollfd(fd: listener.rawValue, events: Int16(POLLIN), revents: 0)) }
-        while true {
+        if let termination { return termination }
+        relay?.begin()
+        defer { relay?.end() }
+        var status: CInt?
+        var failure: Errno?
+        var serving = listener != nil
+        loop: while true {
+            var fds = [pollfd(fd: keeper.report.rawValue, events: Int16(POLLIN), revents: 0)]
+            if serving, let listener { fds.append(pollfd(fd: listener.rawValue, events: Int16(POLLIN), revents: 0)) }
+            let relayStart = fds.count
+            relay?.addRequests(to: &fds)
             let ready = poll(&fds, nfds_t(fds.count), -1)
             if ready < 0 {
                 if errno == EINTR { continue }
-                throw .setup(step: "poll", errno: Errno(rawValue: errno))
+                failure = Errno(rawValue: errno)
+                break
             }
-            if fds.count > 1 {
-                if fds[1].revents & Int16(POLLIN) != 0, let listener {
+            if serving, let listener {
+                if fds[1].revents & Int16(POLLIN) != 0 {
                     supervisor.serveOne(listener: listener.rawValue)
                 } else if fds[1].revents & Int16(POLLHUP | POLLERR | POLLNVAL) != 0 {
-                    fds.removeLast()  // every process holding the filter is gone
+                    serving = false  // every process holding the filter is gone
                 }
             }
+            relay?.serve(fds[relayStart...])
             if fds[0].revents != 0 {
-                var status: CInt = 0
                 do {
-                    _ = try syscallRetrying { csb_pidfd_wait(pidfd.rawValue, &status) }
+                    switch try keeper.next() {
+                    case .exited(let value): status = value
+                    case .ended: break loop
+                    default: continue
+                    }
                 } catch {
-                    throw .setup(step: "waitid", errno: error)
+                    failure = error
+                    break
                 }
-                let signal = status & 0x7F
-                return signal == 0 ? .exited((status >> 8) & 0xFF) : .signaled(signal)
             }
         }
+        if let failure {
+            keeper.abandon()  // ends the command: nobody would serve or reap it
+            throw .setup(step: "waiting for the command", errno: failure)
+        }
+        let keeperStatus = keeper.reap()
+        relay?.finish()
+        guard let status else {
+            let how = keeperStatus.map { $0 & 0x7F == 0 ? "exited with \(($0 >> 8) & 0xFF)" : "was killed by signal \($0 & 0x7F)" } ?? "vanished"
+            throw .setup(
+                step: "keeping the command's processes (the keeper \(how) before the command ended; "
+                    + "processes the command started may still run)", errno: .noSuchProcess)
+        }
+        let signal = status & 0x7F
+        let ended: Termination = signal == 0 ? .exited((status >> 8) & 0xFF) : .signaled(signal)
+        termination = ended
+        return ended
     }
 }
 

@@ -21,6 +21,11 @@ public final class ConfinementPlan: @unchecked Sendable {
     let filter: [UInt8]?
     let terminalGuard: [UInt8]?
     let superviseMetadata: Bool
+    /// The keeper's Landlock domain scopes signals (ABI 6): its kill(-1)
+    /// then reaches the command's processes only. Without it, the keeper
+    /// falls back to the process group and the orphans it inherits.
+    let keeperScopesSignals: Bool
+    let keeperRestrictFlags: UInt32
     /// Folders in which the supervisor may change metadata, pinned open.
     let writableRoots: [OwnedDescriptor]
     /// Everything the sandbox may read (system paths, container, grants),
@@ -87,6 +92,9 @@ public final class ConfinementPlan: @unchecked Sendable {
             ruleset = nil
             restrictFlags = 0
         }
+        keeperScopesSignals = abi >= 6
+        // The keeper's kill(-1) is denied for every host process: not worth an audit record each.
+        keeperRestrictFlags = abi >= 7 ? CSB_LANDLOCK_RESTRICT_SELF_LOG_SAME_EXEC_OFF : 0
         superviseMetadata = features.seccompUserNotification
         if features.seccompFilter {
             let options = SyscallFilter.Options(

@@ -56,8 +56,12 @@ public struct LaunchRequest: Sendable {
     public var standardInput: CInt = 0
     public var standardOutput: CInt = 1
     public var standardError: CInt = 2
-    /// Kill the command if the launcher dies (`PR_SET_PDEATHSIG`).
+    /// Kill the command, and every process it started, if the launcher dies
+    /// or drops the `ConfinedProcess` without waiting for it.
     public var dieWithParent = true
+    /// Whether the command gets a pseudo-terminal of its own when one of its
+    /// stdin, stdout and stderr is a terminal (see `TerminalChoice`).
+    public var terminal: TerminalChoice = .automatic
 
     public init(app: AppID, policy: Policy, command: [String], containerBase: String, hostEnvironment: [String: String]) {
         self.app = app
@@ -66,6 +70,18 @@ public struct LaunchRequest: Sendable {
         self.containerBase = containerBase
         self.hostEnvironment = hostEnvironment
     }
+}
+
+/// A confined command with the user's terminal could change its settings
+/// and line discipline (TCSETS, TIOCSETD), which outlive the command.
+public enum TerminalChoice: Sendable {
+    /// When any of stdin, stdout and stderr is a terminal, the command gets a
+    /// pty of its own in their place (and as its controlling terminal), which
+    /// `ConfinedProcess.wait()` relays to the user's terminal, as sudo's
+    /// use_pty does. Non-terminal descriptors pass through unchanged.
+    case automatic
+    /// Hand the descriptors over as they are, terminals included.
+    case never
 }
 
 /// How the confined command ended.
