@@ -199,3 +199,19 @@ import Testing
         } == 0, "the note landed in the real folder")
     }
 }
+
+@Suite struct PolicyLinkTests {
+    /// A link the app plants in its container, pointing to a policy outside:
+    /// the user named a path in the app's folder, so the app chose the policy.
+    @Test func aPolicyNamedThroughTheContainerIsRefusedWhereverItLeads() throws {
+        let home = CLI.Home()
+        let container = try CLI.run(["container", "path", "--app", "com.example.memo"], home: home).stdout
+            .trimmingCharacters(in: .newlines)
+        let outside = home.path + "/networked.json"
+        try #"{"com.apple.security.network.client": true}"#.write(toFile: outside, atomically: true, encoding: .utf8)
+        #expect(symlink(outside, container + "/Library/policy.json") == 0)
+        let result = try CLI.run(["run", "--app", "com.example.memo", "--policy", container + "/Library/policy.json", "--", "/bin/true"], home: home)
+        #expect(result.status == 125)
+        #expect(result.stderr.contains("runs through a folder the app can write"), "\(result.stderr)")
+    }
+}

@@ -63,7 +63,11 @@ public final class ConfinementPlan: @unchecked Sendable {
         let systemPaths = Self.openSystemPaths(policy)
         try Self.checkNothingProtected(systemPaths: systemPaths, grants: request.folders, policy: policy, protected: request.protectedFolders)
         readableRoots = systemPaths.map(\.descriptor) + folders.map(\.descriptor)
-        if let file = request.policyFile { try Self.checkPolicyFileOutOfReach(file, writable: writableRoots) }
+        if let file = request.policyFile {
+            let writablePaths = [FilePath(AppContainer.folder(of: request.app, base: request.containerBase))]
+                + folders.filter { $0.access == .readWrite }.map(\.path)
+            try Self.checkPolicyFileOutOfReach(file, writable: writableRoots, writablePaths: writablePaths)
+        }
 
         // The working directory is opened and checked once, and the child
         // changes into that very folder (fchdir), so a rename cannot redirect it.
@@ -194,10 +198,13 @@ public final class ConfinementPlan: @unchecked Sendable {
 
     /// A policy the app could edit is no policy: refuse a policy file inside
     /// its container or a read-write grant, or with a second name (a hard link) anywhere.
-    private static func checkPolicyFileOutOfReach(_ path: String, writable: [OwnedDescriptor]) throws(SandboxError) {
+    private static func checkPolicyFileOutOfReach(_ path: String, writable: [OwnedDescriptor], writablePaths: [FilePath]) throws(SandboxError) {
         let folderPath = path.lastIndex(of: "/").map { $0 == path.startIndex ? "/" : String(path[..<$0]) } ?? "."
         let problem: String?
-        if let folder = try? openVerified(folderPath), (try? Ancestry.isBeneath(folder, anyOf: writable)) != false {
+        if writablePaths.contains(where: { FilePath(path).lexicallyNormalized().starts(with: $0.lexicallyNormalized()) }) {
+            // Named through the app's folders: whatever it resolves to now, the app chose it.
+            problem = "its path runs through a folder the app can write (its container or a read-write grant)"
+        } else if let folder = try? openVerified(folderPath), (try? Ancestry.isBeneath(folder, anyOf: writable)) != false {
             problem = "it lies in a folder the app can write (its container or a read-write grant)"
         } else if var st = Optional(stat()), stat(path, &st) == 0, st.st_nlink > 1 {
             problem = "it has \(st.st_nlink) names (hard links), and one may lie where the app can write"
