@@ -226,30 +226,16 @@ public final class GrantBroker {
     /// comparing inodes along ".." as Landlock does, so symlinks and bind
     /// mounts change nothing.
     public func checkNotProtected(_ folder: OwnedDescriptor, path: FilePath) throws(GrantError) {
-        guard let folderID = try? folder.status().identityPair else { return }
         for protected in protectedFolders {
             // The state folder is the one checked and held open, whatever its path names now.
-            guard let guarded = protected == state.path ? state.descriptor : try? OwnedDescriptor.openPath(protected, followFinalSymlink: true),
-                  let guardedID = try? guarded.status().identityPair else { continue }
-            if Self.ancestors(of: guarded).contains(where: { $0 == folderID })
-                || Self.ancestors(of: folder).contains(where: { $0 == guardedID }) {
+            guard let guarded = protected == state.path ? state.descriptor : try? OwnedDescriptor.openPath(protected, followFinalSymlink: true) else {
+                continue  // absent: nothing there to expose
+            }
+            // An error walking up is a refusal: fail closed.
+            if (try? Ancestry.overlaps(folder, guarded)) != false {
                 throw .protectedFolder(folder: "\(path)", protected: protected)
             }
         }
-    }
-
-    /// The (device, inode) of `fd` and of every folder above it.
-    static func ancestors(of fd: OwnedDescriptor) -> [[UInt64]] {
-        var result: [[UInt64]] = []
-        var current = fd
-        for _ in 0..<4096 {
-            guard let id = try? current.status().identityPair else { break }
-            result.append(id)
-            guard let parent = try? OwnedDescriptor.openPath("..", followFinalSymlink: false, relativeTo: current),
-                  let parentID = try? parent.status().identityPair, parentID != id else { break }
-            current = parent
-        }
-        return result
     }
 
     // MARK: Resolution
@@ -411,8 +397,4 @@ public final class GrantBroker {
             return try keyring.retireOldKeys()
         }
     }
-}
-
-extension stat {
-    var identityPair: [UInt64] { [UInt64(st_dev), UInt64(st_ino)] }
 }
