@@ -52,14 +52,13 @@ struct Run: ParsableCommand {
 
     mutating func run() throws {
         if command.first == "--" { command.removeFirst() }
-        let policy = try PolicyChoice.load(self.policy)
+        let policy = try PolicyChoice.load(self.policy, app: try app.appID())
         var request = LaunchRequest(
             app: try app.appID(), policy: policy, command: command,
             containerBase: try AppOptions.containerBase(), hostEnvironment: Environment.current)
         request.keptDescriptors = keptDescriptors
         request.keptEnvironment = keptEnvironment
         request.workingDirectory = workingDirectory.map(Broker.absolute)
-        request.policyFile = policyFile(self.policy)
         // No rule may expose the broker's state or the containers, whatever the policy says.
         request.protectedFolders = [try StateDirectory.defaultPath(environment: request.hostEnvironment), request.containerBase]
         request.compatibility = bestEffort ? .bestEffort : .hardRequirement
@@ -95,21 +94,27 @@ struct Run: ParsableCommand {
     }
 }
 
-/// The file `--policy` names, when it is not a built-in policy.
-private func policyFile(_ choice: String?) -> String? {
-    guard let choice, choice.contains("/") || (try? Policy.builtin(named: choice)) == nil else { return nil }
-    return Broker.absolute(choice)
-}
-
 /// `--policy`: a built-in name or a file.
 enum PolicyChoice {
-    static func load(_ choice: String?) throws -> Policy {
+    /// With `app`, a policy file in (or reached through) a folder the app
+    /// can write is refused: the app could have written its own policy.
+    static func load(_ choice: String?, app: AppID? = nil) throws -> Policy {
         let name = choice ?? "writer"
         let policy: Policy
         if let builtin = try Policy.builtin(named: name), !name.contains("/") {
             policy = builtin
         } else {
-            policy = try Policy(contentsOfFile: name)
+            var untrusted: [OwnedDescriptor] = []
+            if let app {
+                let base = try AppOptions.containerBase()
+                // The broker knows the app's read-write grants; a state not made yet holds none.
+                if let broker = try? Broker.open() {
+                    untrusted = try LaunchGrants.untrustedFolders(of: app, broker: broker, containerBase: base)
+                } else if let containers = try? ConfinementPlan.openFolder(AppContainer.folder(of: app, base: base)) {
+                    untrusted = [containers]
+                }
+            }
+            policy = try Policy(contentsOfFile: name, untrusted: untrusted)
         }
         for warning in policy.warnings { Console.warning("policy \(policy.source): \(warning)") }
         return policy

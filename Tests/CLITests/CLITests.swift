@@ -97,7 +97,7 @@ enum CLI {
         (["run", "--", "/bin/true"], "Missing expected argument '--app <app>'"),
         (["run", "--app", "../escape", "--", "/bin/true"], "invalid app id '../escape'"),
         (["run", "--app", "a"], "no command given"),
-        (["run", "--app", "a", "--policy", "/no/such/policy.plist", "--", "/bin/true"], "policy /no/such/policy.plist: cannot read it"),
+        (["run", "--app", "a", "--policy", "/no/such/policy.plist", "--", "/bin/true"], "policy /no/such/policy.plist: its folder does not exist"),
         (["run", "--app", "a", "--setenv", "NOVALUE", "--", "/bin/true"], "--setenv 'NOVALUE': write NAME=VALUE"),
         (["run", "--app", "a", "--keep-fd", "917", "--", "/bin/true"], "--keep-fd 917: that descriptor is not open"),
         (["frobnicate"], "Unexpected argument 'frobnicate'"),

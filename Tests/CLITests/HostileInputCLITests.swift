@@ -201,17 +201,44 @@ import Testing
 }
 
 @Suite struct PolicyLinkTests {
-    /// A link the app plants in its container, pointing to a policy outside:
-    /// the user named a path in the app's folder, so the app chose the policy.
-    @Test func aPolicyNamedThroughTheContainerIsRefusedWhereverItLeads() throws {
+    func container(_ home: CLI.Home) throws -> String {
+        try CLI.run(["container", "path", "--app", "com.example.memo"], home: home).stdout.trimmingCharacters(in: .newlines)
+    }
+
+    /// A link the app plants in its container, pointing to a policy outside.
+    @Test func aLinkPlantedInTheContainerIsRefused() throws {
         let home = CLI.Home()
-        let container = try CLI.run(["container", "path", "--app", "com.example.memo"], home: home).stdout
-            .trimmingCharacters(in: .newlines)
+        let container = try container(home)
         let outside = home.path + "/networked.json"
         try #"{"com.apple.security.network.client": true}"#.write(toFile: outside, atomically: true, encoding: .utf8)
         #expect(symlink(outside, container + "/Library/policy.json") == 0)
         let result = try CLI.run(["run", "--app", "com.example.memo", "--policy", container + "/Library/policy.json", "--", "/bin/true"], home: home)
         #expect(result.status == 125)
-        #expect(result.stderr.contains("runs through a folder the app can write"), "\(result.stderr)")
+        #expect(result.stderr.contains("is a symbolic link"), "\(result.stderr)")
+    }
+
+    /// The reverse: a link outside, to a policy the app wrote in its container.
+    /// Checking the link's folder alone let this through.
+    @Test func aLinkOutsideToAPolicyInTheContainerIsRefused() throws {
+        let home = CLI.Home()
+        let container = try container(home)
+        try #"{"com.apple.security.network.client": true}"#.write(toFile: container + "/Library/evil.json", atomically: true, encoding: .utf8)
+        #expect(symlink(container + "/Library/evil.json", home.path + "/policy.json") == 0)
+        let result = try CLI.run(["run", "--app", "com.example.memo", "--policy", home.path + "/policy.json", "--", "/bin/true"], home: home)
+        #expect(result.status == 125)
+        #expect(result.stderr.contains("is a symbolic link"), "\(result.stderr)")
+    }
+
+    /// A folder in the container that the app turns into a link to a folder
+    /// outside (flipping it back and forth won a race against a check by path).
+    @Test func aFolderLinkInTheContainerIsNeverFollowed() throws {
+        let home = CLI.Home()
+        let container = try container(home)
+        try FileManager.default.createDirectory(atPath: home.path + "/policies", withIntermediateDirectories: true)
+        try #"{"com.apple.security.network.client": true}"#.write(toFile: home.path + "/policies/p.json", atomically: true, encoding: .utf8)
+        #expect(symlink(home.path + "/policies", container + "/pdir") == 0)
+        let result = try CLI.run(["run", "--app", "com.example.memo", "--policy", container + "/pdir/p.json", "--", "/bin/true"], home: home)
+        #expect(result.status == 125)
+        #expect(result.stderr.contains("symbolic link inside a folder the app can write"), "\(result.stderr)")
     }
 }

@@ -63,11 +63,6 @@ public final class ConfinementPlan: @unchecked Sendable {
         let systemPaths = Self.openSystemPaths(policy)
         try Self.checkNothingProtected(systemPaths: systemPaths, grants: request.folders, policy: policy, protected: request.protectedFolders)
         readableRoots = systemPaths.map(\.descriptor) + folders.map(\.descriptor)
-        if let file = request.policyFile {
-            let writablePaths = [FilePath(AppContainer.folder(of: request.app, base: request.containerBase))]
-                + folders.filter { $0.access == .readWrite }.map(\.path)
-            try Self.checkPolicyFileOutOfReach(file, writable: writableRoots, writablePaths: writablePaths)
-        }
 
         // The working directory is opened and checked once, and the child
         // changes into that very folder (fchdir), so a rename cannot redirect it.
@@ -194,27 +189,6 @@ public final class ConfinementPlan: @unchecked Sendable {
         }
         guard let found else { throw .notFound(command: name) }
         return found  // exists but is not executable: execve reports why
-    }
-
-    /// A policy the app could edit is no policy: refuse a policy file inside
-    /// its container or a read-write grant, or with a second name (a hard link) anywhere.
-    private static func checkPolicyFileOutOfReach(_ path: String, writable: [OwnedDescriptor], writablePaths: [FilePath]) throws(SandboxError) {
-        let folderPath = path.lastIndex(of: "/").map { $0 == path.startIndex ? "/" : String(path[..<$0]) } ?? "."
-        let problem: String?
-        if writablePaths.contains(where: { FilePath(path).lexicallyNormalized().starts(with: $0.lexicallyNormalized()) }) {
-            // Named through the app's folders: whatever it resolves to now, the app chose it.
-            problem = "its path runs through a folder the app can write (its container or a read-write grant)"
-        } else if let folder = try? openVerified(folderPath), (try? Ancestry.isBeneath(folder, anyOf: writable)) != false {
-            problem = "it lies in a folder the app can write (its container or a read-write grant)"
-        } else if var st = Optional(stat()), stat(path, &st) == 0, st.st_nlink > 1 {
-            problem = "it has \(st.st_nlink) names (hard links), and one may lie where the app can write"
-        } else {
-            problem = nil
-        }
-        if let problem {
-            throw .policy(PolicyError(file: Printable.path(path), key: nil,
-                problem: "\(problem), so the app could rewrite its own policy. Keep policy files outside the app's folders."))
-        }
     }
 
     /// Refuses a system path or grant that holds, or lies inside, the broker's

@@ -48,9 +48,6 @@ public struct LaunchRequest: Sendable {
     /// A system path or granted folder that holds one, or lies inside one, is
     /// refused (the app's own container is the one exception).
     public var protectedFolders: [String] = []
-    /// The policy file this launch was configured from, if any. It is refused
-    /// when it lies where the app can write: the app could rewrite its own policy.
-    public var policyFile: String?
     public var compatibility: CompatibilityLevel = .hardRequirement
     /// The descriptors that become the command's stdin, stdout and stderr.
     public var standardInput: CInt = 0

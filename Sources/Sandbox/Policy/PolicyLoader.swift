@@ -24,7 +24,12 @@ extension Policy {
     /// and a device could be endless or act on being opened, so both are
     /// refused: by `stat` before opening, and by `fstat` on what was opened
     /// (non-blocking, so a FIFO swapped in between cannot hang the open).
-    public init(contentsOfFile path: String) throws(SandboxError) {
+    /// `untrusted`: folders the app can write (its containers and read-write
+    /// grants). The file is found without following a symlink planted in one,
+    /// opened once, and refused if it lies in one or has a second name: a
+    /// policy the app could edit is no policy. The checks and the read use
+    /// the same descriptors, so nothing can be swapped in between.
+    public init(contentsOfFile path: String, untrusted: [OwnedDescriptor] = []) throws(SandboxError) {
         func failure(_ problem: String) -> SandboxError {
             .policy(PolicyError(file: path, key: nil, problem: problem))
         }
@@ -43,12 +48,27 @@ extension Policy {
             return failure("is \(kind), not a regular file; give the path of a policy file "
                 + "(.plist, .entitlements or .json; save piped text to a file first) or one of: \(builtins)")
         }
+        var absolute = path
+        if !path.hasPrefix("/"), let cwd = getcwd(nil, 0) {
+            absolute = String(cString: cwd) + "/" + path
+            free(cwd)
+        }
+        let slash = absolute.lastIndex(of: "/")!
+        let leaf = String(absolute[absolute.index(after: slash)...])
+        let folder = try SafeWalk.openFolder(
+            slash == absolute.startIndex ? "/" : String(absolute[..<slash]), untrusted: untrusted, describe: failure)
         var named = stat()
-        guard stat(path, &named) == 0 else {
+        guard fstatat(folder.rawValue, leaf, &named, AT_SYMLINK_NOFOLLOW) == 0 else {
             throw failure("cannot read it (\(Errno(rawValue: errno))); give a policy file or one of: \(builtins)")
         }
-        if let refusal = refuse(named) { throw refusal }
-        let fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)
+        // With no app to distrust, a link is the user's own and is followed;
+        // otherwise it could be one the app made, pointing into its own folders.
+        let isLink = named.st_mode & S_IFMT == S_IFLNK
+        if isLink, !untrusted.isEmpty {
+            throw failure("is a symbolic link; give the policy file it points to")
+        }
+        if !isLink, let refusal = refuse(named) { throw refusal }
+        let fd = openat(folder.rawValue, leaf, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC | (isLink ? 0 : O_NOFOLLOW))
         guard fd >= 0 else {
             throw failure("cannot read it (\(Errno(rawValue: errno))); give a policy file or one of: \(builtins)")
         }
@@ -60,6 +80,19 @@ extension Policy {
             throw failure("cannot read it (\(error))")
         }
         if let refusal = refuse(opened) { throw refusal }
+        if !untrusted.isEmpty {
+            let problem: String?
+            if (try? Ancestry.isBeneath(folder, anyOf: untrusted)) != false {
+                problem = "it lies in a folder the app can write (its container or a read-write grant)"
+            } else if opened.st_nlink > 1 {
+                problem = "it has \(opened.st_nlink) names (hard links), and one may lie where the app can write"
+            } else {
+                problem = nil
+            }
+            if let problem {
+                throw failure("\(problem), so the app could rewrite its own policy. Keep policy files outside the app's folders.")
+            }
+        }
         let limit = PropertyListReader.maxBytes
         guard opened.st_size <= limit else { throw failure("larger than 1 MiB; a policy is a few lines") }
         // Sized from fstat, but the file may change: grow up to one byte past the limit.
