@@ -275,3 +275,23 @@ final class Sleeper {
         ])
     }
 }
+
+/// A lease on a file the command may only read would stall every host
+/// process that opens it for writing, up to lease-break-time (45 s).
+@Suite struct LeaseTests {
+    @Test func leasesAreRefused() throws {
+        let scratch = Scratch()
+        let code = Attack.prelude + """
+            import fcntl
+            fd = os.open(sys.argv[1], os.O_RDONLY)
+            attempt("lease", lambda: fcntl.fcntl(fd, 1024, fcntl.F_RDLCK))
+            """
+        let file = scratch.file("shared.txt")
+        // Unconfined, the owner of a file takes a read lease on it.
+        #expect(try Run.unconfined([Run.python, "-c", code, file]).output == ["lease ok"])
+        // Confined, on a file it may only read (root's /etc/passwd, owned by the
+        // command when root launches): refused by the guard, whoever launches.
+        let confined = try Run.confined([Run.python, "-c", code, "/etc/passwd"], in: scratch)
+        #expect(confined.output == ["lease EPERM"] || (getuid() != 0 && confined.output == ["lease EACCES"]), "\(confined.stderr)")
+    }
+}

@@ -362,7 +362,7 @@ extension SyscallFilter {
             ("openat", "openat"), ("open", "open"), ("creat", "mode-in-1"),
             ("mknodat", "mode-in-2"), ("mknod", "mode-in-1"), ("openat2", "enosys"),
             ("setpriority", "setpriority"), ("sched_setaffinity", "pid-in-0"), ("sched_setscheduler", "pid-in-0"),
-            ("sched_setparam", "pid-in-0"), ("sched_setattr", "pid-in-0"),
+            ("sched_setparam", "pid-in-0"), ("sched_setattr", "pid-in-0"), ("fcntl", "fcntl"),
         ]
         for (name, label) in dispatch {
             // arm64 has no open, creat or mknod: nothing to guard there.
@@ -394,6 +394,13 @@ extension SyscallFilter {
             program.load(Field.low(argument))
             program.jump(if: .anyBitSet, Self.setIDBits, then: "eperm", else: "allow")
         }
+
+        // A lease on a file the command may only read (root's files under the
+        // system paths, when root launches; a read-only grant) would make every
+        // host process that opens it for writing wait, up to lease-break-time.
+        program.label("fcntl")
+        program.load(Field.low(1))
+        program.jump(if: .equal, 1024, then: "eperm", else: "allow")  // F_SETLEASE
 
         program.label("setpriority")
         program.load(Field.low(0))
