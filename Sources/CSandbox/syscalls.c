@@ -344,12 +344,6 @@ ssize_t csb_listxattr_fd(int fd, char *list, size_t size) {
     return listxattr(path, list, size);
 }
 
-ssize_t csb_write_process_memory(pid_t pid, uint64_t address, const void *buffer, size_t length) {
-    struct iovec local = { .iov_base = (void *)buffer, .iov_len = length };
-    struct iovec remote = { .iov_base = (void *)(uintptr_t)address, .iov_len = length };
-    return process_vm_writev(pid, &local, 1, &remote, 1, 0);
-}
-
 int csb_seccomp_notify_sync_wakeup(int listener) {
     // Not in Debian 12's linux/seccomp.h: SECCOMP_IOW(4, __u64) and flag 1.
     const unsigned long set_flags = _IOW('!', 4, uint64_t);

@@ -155,8 +155,6 @@ ssize_t csb_listxattr_fd(int fd, char *list, size_t size);
 /// (Linux 6.6): the child and the supervisor hand each request over on
 /// one CPU, which shortens every round trip. EINVAL/ENOTTY on older kernels.
 int csb_seccomp_notify_sync_wakeup(int listener);
-/// `process_vm_writev(2)` of one buffer.
-ssize_t csb_write_process_memory(pid_t pid, uint64_t address, const void *buffer, size_t length);
 
 // MARK: The confined child
 

@@ -158,6 +158,22 @@ final class MetadataSupervisor {
         } else {
             throw .noSuchFileOrDirectory
         }
+        // Whatever will reach back into the caller (its memory, for attribute
+        // values; its inotify instance, for a watch) is bound to its process
+        // now, before the id check: a thread id reused after the check then
+        // cannot receive anything, since these handles fail once the caller is gone.
+        var callerMemory: OwnedDescriptor?
+        var callerInotify: OwnedDescriptor?
+        switch details {
+        case .getxattr, .listxattr:
+            callerMemory = OwnedDescriptor(taking: try syscallRetrying { Glibc.open("/proc/\(caller)/mem", O_RDWR | O_CLOEXEC) })
+        case .watch:
+            callerInotify = OwnedDescriptor(taking: try syscallRetrying {
+                csb_copy_fd_of_thread(caller, Int32(truncatingIfNeeded: args[0]))
+            })
+        default:
+            break
+        }
         // The pid in the request may have been reused since we opened its /proc entries.
         guard csb_seccomp_notify_id_valid(listener, request.id) == 0 else { throw .noSuchProcess }
 
@@ -178,11 +194,11 @@ final class MetadataSupervisor {
             guard try !Self.isOnProcFS(target), try isBeneath(target, roots: shape.operation.reads ? readable : writable) else {
                 throw shape.operation.reads ? .permissionDenied : .notPermitted
             }
-            return try details.perform(on: target, caller: caller, args: args)
+            return try details.perform(on: target, inotify: callerInotify)
         }
-        // Attribute values go back into the child's buffer.
-        if let copy = outcome.copyOut {
-            try memory.write(copy.bytes, at: copy.address)
+        // Attribute values go back into the child's buffer, through its own memory file.
+        if let copy = outcome.copyOut, let callerMemory {
+            try ChildMemory.write(copy.bytes, at: copy.address, into: callerMemory)
         }
         return outcome.result
     }
@@ -394,7 +410,7 @@ private enum OperationDetails {
     }
 
     /// Performs the operation.
-    func perform(on target: OwnedDescriptor, caller: pid_t, args: [UInt64]) throws(Errno) -> Outcome {
+    func perform(on target: OwnedDescriptor, inotify: OwnedDescriptor?) throws(Errno) -> Outcome {
         let status = try target.status()
         switch self {
         case .chmod(let mode):
@@ -435,9 +451,7 @@ private enum OperationDetails {
         case .watch(let mask):
             // The watch goes on the child's own inotify instance, so the
             // descriptor we return is the child's.
-            let instance = OwnedDescriptor(taking: try syscallRetrying {
-                csb_copy_fd_of_thread(caller, Int32(truncatingIfNeeded: args[0]))
-            })
+            guard let instance = inotify else { throw .badFileDescriptor }
             return Outcome(result: Int64(try syscallRetrying { csb_inotify_watch_fd(instance.rawValue, target.rawValue, mask) }))
         }
         return Outcome()
@@ -477,10 +491,12 @@ private struct ChildMemory {
         throw tooLong
     }
 
-    func write(_ bytes: [UInt8], at address: UInt64) throws(Errno) {
+    /// Writes through the caller's `/proc/TID/mem`, opened before its
+    /// notification was confirmed: tied to that process, not to its id.
+    static func write(_ bytes: [UInt8], at address: UInt64, into memory: OwnedDescriptor) throws(Errno) {
         guard !bytes.isEmpty else { return }
-        guard !address.addingReportingOverflow(UInt64(bytes.count)).overflow else { throw .badAddress }
-        let written = bytes.withUnsafeBytes { csb_write_process_memory(pid, address, $0.baseAddress, $0.count) }
-        guard written == bytes.count else { throw written < 0 && errno != EFAULT ? Errno(rawValue: errno) : .badAddress }
+        guard address <= UInt64(Int64.max), !address.addingReportingOverflow(UInt64(bytes.count)).overflow else { throw .badAddress }
+        let written = bytes.withUnsafeBytes { pwrite(memory.rawValue, $0.baseAddress, $0.count, off_t(address)) }
+        guard written == bytes.count else { throw written < 0 && errno != EIO && errno != EFAULT ? Errno(rawValue: errno) : .badAddress }
     }
 }
