@@ -5,10 +5,17 @@
 public enum Printable {
     /// One line, with every control character (C0, DEL, C1), bidirectional
     /// override and backslash escaped, so what is shown is unambiguous.
-    public static func path(_ text: String) -> String {
+    /// `limit`: at most that many characters, then "…" (a message line should fit a line).
+    public static func path(_ text: String, limit: Int = .max) -> String {
         var out = ""
         out.reserveCapacity(text.utf8.count)
+        var count = 0
         for scalar in text.unicodeScalars {
+            if count == limit {
+                out += "…"
+                break
+            }
+            count += 1
             append(scalar, to: &out)
         }
         return out
@@ -42,9 +49,21 @@ public enum Printable {
         case 0x09: out += "\\t"
         case 0x0D: out += "\\r"
         case 0x00..<0x20, 0x7F: out += "\\x" + hex(UInt8(scalar.value))
-        case 0x80..<0xA0, 0x200E, 0x200F, 0x202A...0x202E, 0x2066...0x2069:
-            out += "\\u{" + String(scalar.value, radix: 16) + "}"
-        default: out.unicodeScalars.append(scalar)
+        default:
+            // C1 controls, bidirectional and other format characters, line and
+            // paragraph separators, invisible fillers and unassigned code points:
+            // each could hide or rearrange what the person reads.
+            let properties = scalar.properties
+            switch properties.generalCategory {
+            case .control, .format, .lineSeparator, .paragraphSeparator, .surrogate, .privateUse, .unassigned:
+                out += "\\u{" + String(scalar.value, radix: 16) + "}"
+            default:
+                if properties.isDefaultIgnorableCodePoint {
+                    out += "\\u{" + String(scalar.value, radix: 16) + "}"
+                } else {
+                    out.unicodeScalars.append(scalar)
+                }
+            }
         }
     }
 

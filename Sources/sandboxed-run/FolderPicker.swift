@@ -121,16 +121,21 @@ struct FolderPicker {
 
     private func draw(_ tty: CInt, _ entries: [Entry], _ cursor: Int) {
         var size = winsize()
-        let rows = ioctl(tty, UInt(TIOCGWINSZ), &size) == 0 && size.ws_row > 8 ? Int(size.ws_row) : 24
+        let sized = ioctl(tty, UInt(TIOCGWINSZ), &size) == 0
+        let rows = sized && size.ws_row > 8 ? Int(size.ws_row) : 24
+        // One row per line, always: a name longer than the terminal would wrap,
+        // push the header away and could draw lines of its own.
+        let width = sized && size.ws_col > 20 ? Int(size.ws_col) - 3 : 77
+        func fit(_ text: String) -> String { text.count <= width ? text : String(text.prefix(width - 1)) + "…" }
         let visible = rows - 6
         let first = max(0, min(cursor - visible / 2, entries.count - visible))
         // Every name is escaped: a folder named with escape sequences must not drive the terminal.
-        let here = Printable.path(currentPath)
+        let here = fit(Printable.path(currentPath))
         var screen = "\u{1B}[?25l\u{1B}[H\u{1B}[2J\(Printable.path(title))\r\n\u{1B}[1m\(here)\u{1B}[0m\r\n\r\n"
         if entries.isEmpty { screen += "  (no folders here)\r\n" }
         for index in first..<min(entries.count, first + visible) {
             let entry = entries[index]
-            let label = Printable.path(bytes: entry.name) + (entry.linkTarget.map { " -> " + Printable.path(bytes: $0) + " (link)" } ?? "/")
+            let label = fit(Printable.path(bytes: entry.name) + (entry.linkTarget.map { " -> " + Printable.path(bytes: $0) + " (link)" } ?? "/"))
             screen += (index == cursor ? "\u{1B}[7m> \(label)\u{1B}[0m" : "  \(label)") + "\r\n"
         }
         if !notice.isEmpty { screen += "\r\n" + Printable.message(notice) + "\r\n" }

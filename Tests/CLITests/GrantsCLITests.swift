@@ -166,6 +166,8 @@ import Testing
             binary, directory, keys, arguments = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
             pid, fd = pty.fork()
             if pid == 0:
+                import fcntl, struct, termios
+                fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 240, 0, 0))  # wide enough for scratch paths
                 os.chdir(directory)
                 os.execv(binary, [binary] + arguments)
             screen = b""

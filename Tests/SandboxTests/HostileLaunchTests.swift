@@ -54,3 +54,16 @@ import SystemPackage
         #expect(inside.stdout == "/usr\n")
     }
 }
+
+@Suite struct PrintableTests {
+    @Test func invisibleAndReorderingCharactersAreShown() {
+        for (raw, shown) in [("a\u{61C}b", #"a\u{61c}b"#), ("a\u{2028}b", #"a\u{2028}b"#), ("a\u{200B}b", #"a\u{200b}b"#),
+                             ("a\u{FEFF}b", #"a\u{feff}b"#), ("a\u{3164}b", #"a\u{3164}b"#), ("a\u{202E}b", #"a\u{202e}b"#),
+                             ("a\u{85}b", #"a\u{85}b"#), ("tab\there", #"tab\there"#), ("back\\slash", #"back\\slash"#),
+                             ("café ✓", "café ✓")] {
+            #expect(Printable.path(raw) == shown, "\(raw.debugDescription)")
+        }
+        #expect(Printable.path(bytes: [0x63, 0x61, 0x66, 0xE9]) == #"caf\xe9"#)
+        #expect(Printable.path(String(repeating: "x", count: 10), limit: 4) == "xxxx…")
+    }
+}

@@ -416,7 +416,7 @@ import Policies
         let problem = Self.refusal(Array(json.utf8))
         #expect(problem.contains(#"'rel\u{202e}ative' must be an absolute path"#), "\(problem)")
         let warned = try Policy(data: Array(#"{"com.example.\u001b[2J": true}"#.utf8), source: "p.json")
-        #expect(warned.warnings.last == #"ignoring com.example.\u{1b}[2J: sandboxed-run has no equivalent"#)
+        #expect(warned.warnings.last == #"ignoring com.example.\x1b[2J: sandboxed-run has no equivalent"#)
         #expect(!Self.refusal(Array(#"{"org.sandboxed-run.\u001b": 1}"#.utf8)).contains("\u{1b}"))
     }
 

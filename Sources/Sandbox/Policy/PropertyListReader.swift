@@ -79,22 +79,7 @@
     /// characters escaped (a hostile file could otherwise drive the terminal),
     /// and cut short, since a message should fit on a line.
     static func printable(_ text: String, limit: Int = 80) -> String {
-        var result = ""
-        var count = 0
-        for scalar in text.unicodeScalars {
-            if count == limit {
-                result += "…"
-                break
-            }
-            count += 1
-            switch scalar.properties.generalCategory {
-            case .control, .format, .lineSeparator, .paragraphSeparator, .surrogate, .privateUse, .unassigned:
-                result += "\\u{" + String(scalar.value, radix: 16) + "}"
-            default:
-                if scalar == "\\" { result += "\\\\" } else { result.unicodeScalars.append(scalar) }
-            }
-        }
-        return result
+        Printable.path(text, limit: limit)
     }
 }
 
