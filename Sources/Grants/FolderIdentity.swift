@@ -64,14 +64,6 @@ public struct FolderIdentity: Equatable, Sendable {
 }
 
 extension OwnedDescriptor {
-    /// Opens `path` as O_PATH. With `followFinalSymlink` false, a symlink
-    /// in the final place is opened itself, so it can be seen for what it is.
-    static func openPath(_ path: String, followFinalSymlink: Bool, relativeTo directory: OwnedDescriptor? = nil) throws(Errno) -> OwnedDescriptor {
-        OwnedDescriptor(taking: try syscallRetrying {
-            csb_open_path(directory?.rawValue ?? AT_FDCWD, path, followFinalSymlink ? 1 : 0)
-        })
-    }
-
     /// The path the kernel has for this fd, as bytes, or nil for a deleted inode.
     public var currentPath: FilePath? { FilePath.ofDescriptor(rawValue) }
 

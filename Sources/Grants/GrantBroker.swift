@@ -213,7 +213,7 @@ public final class GrantBroker {
     /// Opens a folder the user picked and checks it may be granted at all.
     private func openFolder(_ path: String) throws(GrantError) -> (fd: OwnedDescriptor, path: FilePath) {
         let fd: OwnedDescriptor
-        do { fd = try .openPath(path, followFinalSymlink: true) } catch {
+        do { fd = try .openPath(FilePath(path), follow: true) } catch {
             throw error == .noSuchFileOrDirectory ? .folderNotFound(path) : .stateDirectory(step: "opening \(path)", errno: error)
         }
         guard let st = try? fd.status(), st.st_mode & S_IFMT == S_IFDIR else { throw .notADirectory(path) }
@@ -228,7 +228,7 @@ public final class GrantBroker {
     public func checkNotProtected(_ folder: OwnedDescriptor, path: FilePath) throws(GrantError) {
         for protected in protectedFolders {
             // The state folder is the one checked and held open, whatever its path names now.
-            guard let guarded = protected == state.path ? state.descriptor : try? OwnedDescriptor.openPath(protected, followFinalSymlink: true) else {
+            guard let guarded = protected == state.path ? state.descriptor : try? OwnedDescriptor.openPath(FilePath(protected), follow: true) else {
                 continue  // absent: nothing there to expose
             }
             // An error walking up is a refusal: fail closed.
@@ -372,7 +372,7 @@ public final class GrantBroker {
     /// Revokes every grant of the folder at `path`, for every app.
     public func revoke(folder path: String) throws(GrantError) -> Int {
         let fd: OwnedDescriptor
-        do { fd = try .openPath(path, followFinalSymlink: true) } catch { throw .folderNotFound(path) }
+        do { fd = try .openPath(FilePath(path), follow: true) } catch { throw .folderNotFound(path) }
         let handle = try FolderIdentity.of(fd, path: FilePath(path)).handle
         guard reading() != nil else { return 0 }
         return try writing().revoke(handle: handle, at: Int64(time(nil)))

@@ -218,12 +218,7 @@ final class Keyring {
         unlinkat(folder.rawValue, name, AT_REMOVEDIR)
     }
 
-    static func hex(_ bytes: [UInt8]) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        var out: [UInt8] = []
-        for byte in bytes { out += [digits[Int(byte >> 4)], digits[Int(byte & 0xF)]] }
-        return String(decoding: out, as: UTF8.self)
-    }
+    static func hex(_ bytes: [UInt8]) -> String { Printable.hex(bytes) }
 
     static func decodeHex(_ text: String) -> [UInt8]? {
         let chars = Array(text.utf8)

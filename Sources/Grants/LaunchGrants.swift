@@ -76,7 +76,7 @@ public struct LaunchGrants {
     /// The app's containers and read-write grants, opened: a symlink inside
     /// one of them may have been planted by the app.
     public static func untrustedFolders(of app: AppID, broker: GrantBroker, containerBase: String) throws(GrantError) -> [OwnedDescriptor] {
-        let containers = try? OwnedDescriptor.openPath(AppContainer.folder(of: app, base: containerBase), followFinalSymlink: true)
+        let containers = try? OwnedDescriptor.openPath(FilePath(AppContainer.folder(of: app, base: containerBase)), follow: true)
         return [containers].compactMap { $0 } + (try broker.writableFolders(of: app))
     }
 

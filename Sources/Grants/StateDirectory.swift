@@ -302,22 +302,13 @@ public struct StateDirectory: Sendable {
     }
 }
 
-/// Writes whole files or nothing: a new file beside the target, fsync,
-/// rename over it, fsync the folder. A crash leaves the old or the new.
+/// Writes whole files or nothing, relative to a folder descriptor: a new file
+/// beside the target, fsync, linked or renamed over it. A crash leaves the
+/// old or the new.
 public enum AtomicFile {
-    /// Replaces `path` (never following a link there: a link is replaced).
+    /// Replaces `name` in `folder` whole, never following a link there.
     /// The new file is made unnamed (O_TMPFILE) where the filesystem allows,
     /// so a process killed while writing leaves nothing behind.
-    public static func write(_ bytes: [UInt8], to path: String, mode: mode_t = 0o600) throws(Errno) {
-        let slash = path.lastIndex(of: "/")
-        let folderPath = slash.map { $0 == path.startIndex ? "/" : String(path[..<$0]) } ?? "."
-        let name = slash.map { String(path[path.index(after: $0)...]) } ?? path
-        guard !name.isEmpty, name != ".", name != ".." else { throw .isDirectory }
-        let folder = OwnedDescriptor(taking: try syscallRetrying { open(folderPath, O_RDONLY | O_DIRECTORY | O_CLOEXEC) })
-        try replace(name, in: folder, with: bytes, mode: mode)
-    }
-
-    /// Replaces `name` in `folder` whole, never following a link there.
     static func replace(_ name: String, in folder: OwnedDescriptor, with bytes: [UInt8], mode: mode_t) throws(Errno) {
         let temporary = name + ".tmp-" + String(UInt64.random(in: 0...UInt64.max), radix: 36)
         if try !replaceUnnamed(name, temporary: temporary, in: folder, with: bytes, mode: mode) {

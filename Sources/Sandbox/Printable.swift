@@ -67,9 +67,15 @@ public enum Printable {
         }
     }
 
-    private static func hex(_ byte: UInt8) -> String {
-        let digits = Array("0123456789abcdef")
-        return String([digits[Int(byte >> 4)], digits[Int(byte & 0xF)]])
+    private static func hex(_ byte: UInt8) -> String { hex([byte]) }
+
+    /// Lower-case hex digits, two per byte.
+    public static func hex(_ bytes: [UInt8]) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.count * 2)
+        for byte in bytes { out += [digits[Int(byte >> 4)], digits[Int(byte & 0xF)]] }
+        return String(decoding: out, as: UTF8.self)
     }
 
     /// One well-formed UTF-8 sequence at `index`, or nil.

@@ -181,9 +181,7 @@ struct FolderPicker {
 extension OwnedDescriptor {
     /// `openat(dir, name, O_PATH [| O_NOFOLLOW])` with the name's bytes, refusing anything but a folder.
     static func openFolder(_ name: [UInt8], relativeTo directory: OwnedDescriptor?, follow: Bool) throws(Errno) -> OwnedDescriptor {
-        let folder = OwnedDescriptor(taking: try syscallRetrying {
-            name.withCString { csb_open_path(directory?.rawValue ?? AT_FDCWD, $0, follow ? 1 : 0) }
-        })
+        let folder = try OwnedDescriptor.openPath(FilePath(bytes: name), follow: follow, relativeTo: directory)
         guard try folder.status().st_mode & S_IFMT == S_IFDIR else { throw .notDirectory }
         return folder
     }

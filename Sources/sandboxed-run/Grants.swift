@@ -226,7 +226,7 @@ struct JSONPath: Encodable {
         } else {
             var container = encoder.container(keyedBy: Keys.self)
             try container.encode(String(decoding: path.bytes, as: UTF8.self), forKey: .text)
-            try container.encode(path.bytes.map { String($0 >> 4, radix: 16) + String($0 & 0xF, radix: 16) }.joined(), forKey: .hex)
+            try container.encode(Printable.hex(path.bytes), forKey: .hex)
         }
     }
 

@@ -44,7 +44,7 @@ struct Run: ParsableCommand {
     @Option(help: "When a grant's bookmark file does not exist: fail, or prompt (pick the folder now and write it).")
     var onMissing: MissingChoice = .fail
 
-    @Option(name: .customLong("chdir"), help: "The command's working directory (default: its container).")
+    @Option(name: .customLong("chdir"), help: "The command's working directory, a folder the sandbox can reach (default: its container). A relative command is found from it.")
     var workingDirectory: String?
 
     @Argument(parsing: .captureForPassthrough, help: "The command and its arguments, after --.")

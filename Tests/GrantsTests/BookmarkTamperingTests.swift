@@ -61,7 +61,7 @@ import Sandbox
         let vault = try home.folder("vault")
         try broker.rotateKey()  // a new state has no key until its first grant
         let (keyID, key) = try broker.keyring.current()
-        let fd = try OwnedDescriptor.openPath(vault, followFinalSymlink: true)
+        let fd = try OwnedDescriptor.openPath(FilePath(vault), follow: true)
         let minted = Bookmark(token: .random(), access: .readWrite, created: 0, identity: try FolderIdentity.of(fd, path: FilePath(vault)), path: FilePath(vault))
         let resolution = try broker.resolve(try minted.seal(app: memo, keyID: keyID, key: key), app: memo)
         #expect(resolution.status == .invalid)

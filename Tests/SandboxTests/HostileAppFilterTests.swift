@@ -289,9 +289,11 @@ final class Sleeper {
         let file = scratch.file("shared.txt")
         // Unconfined, the owner of a file takes a read lease on it.
         #expect(try Run.unconfined([Run.python, "-c", code, file]).output == ["lease ok"])
-        // Confined, on a file it may only read (root's /etc/passwd, owned by the
-        // command when root launches): refused by the guard, whoever launches.
-        let confined = try Run.confined([Run.python, "-c", code, "/etc/passwd"], in: scratch)
-        #expect(confined.output == ["lease EPERM"] || (getuid() != 0 && confined.output == ["lease EACCES"]), "\(confined.stderr)")
+        // Confined, on the same scratch file, which the policy lets it only read
+        // (it owns the file, so without the guard the lease would be granted).
+        var policy = Policy.defaultPolicy
+        policy.systemPaths.append(.init(path: file, access: .readOnly))
+        let confined = try Run.confined([Run.python, "-c", code, file], in: scratch, policy: policy)
+        #expect(confined.output == ["lease EPERM"], "\(confined.stderr)")
     }
 }

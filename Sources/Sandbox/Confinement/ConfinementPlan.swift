@@ -126,7 +126,7 @@ public final class ConfinementPlan: @unchecked Sendable {
     /// Opens a folder as O_PATH, following symlinks: the fd is what gets verified and ruled.
     static func openVerified(_ path: String) throws(SandboxError) -> OwnedDescriptor {
         do {
-            return OwnedDescriptor(taking: try syscallRetrying { csb_open_path(AT_FDCWD, path, 1) })
+            return try .openPath(FilePath(path), follow: true)
         } catch {
             throw .setup(step: "opening \(path)", errno: error)
         }
@@ -197,11 +197,16 @@ public final class ConfinementPlan: @unchecked Sendable {
     private static func checkNothingProtected(
         systemPaths: [FolderRule], grants: [FolderRule], policy: Policy, protected: [String]
     ) throws(SandboxError) {
+        // Each folder is walked up once; a walk that fails counts as an overlap (fail closed).
         let guarded = protected.compactMap { path in
-            (try? syscallRetrying { csb_open_path(AT_FDCWD, path, 1) }).map { (path, OwnedDescriptor(taking: $0)) }
+            (try? syscallRetrying { csb_open_path(AT_FDCWD, path, 1) }).map { (path, try? Ancestry.chain(of: OwnedDescriptor(taking: $0))) }
         }
-        for (path, folder) in guarded {
-            for rule in systemPaths + grants where (try? Ancestry.overlaps(rule.descriptor, folder)) != false {
+        guard !guarded.isEmpty else { return }
+        for rule in systemPaths + grants {
+            let ruleChain = try? Ancestry.chain(of: rule.descriptor)
+            for (path, chain) in guarded {
+                guard let ruleChain, let chain else { throw .setup(step: "checking \(Printable.path(rule.path)) against \(Printable.path(path))", errno: .ioError) }
+                guard Ancestry.overlaps(ruleChain, chain) else { continue }
                 let problem = "'\(Printable.path(rule.path))' would expose sandboxed-run's own \(Printable.path(path)) "
                     + "(the broker's keys and ledger, or the app containers) to the sandbox"
                 if rule.name == "system" {

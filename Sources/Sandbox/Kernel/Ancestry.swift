@@ -28,29 +28,26 @@ public enum Ancestry {
     }
 
     private static func folder(holding file: OwnedDescriptor, identity: InodeIdentity) throws(Errno) -> OwnedDescriptor {
-        var buffer = [UInt8](repeating: 0, count: Int(PATH_MAX) + 1)
-        let length = buffer.withUnsafeMutableBytes { readlink("/proc/self/fd/\(file.rawValue)", $0.baseAddress!.assumingMemoryBound(to: CChar.self), Int(PATH_MAX)) }
-        guard length > 0, buffer[0] == UInt8(ascii: "/"), let slash = buffer[0..<length].lastIndex(of: UInt8(ascii: "/")) else {
+        guard let path = FilePath.ofDescriptor(file.rawValue), let leaf = path.lastComponent else {
             throw .noSuchFileOrDirectory  // deleted, or not on a path at all
         }
-        let folderPath = slash == 0 ? [UInt8(ascii: "/")] : Array(buffer[0..<slash])
-        let leaf = Array(buffer[(slash + 1)..<length])
         let folder = OwnedDescriptor(taking: try syscallRetrying {
-            (folderPath + [0]).withUnsafeBufferPointer { csb_openat2_path(AT_FDCWD, UnsafeRawPointer($0.baseAddress!).assumingMemoryBound(to: CChar.self), 0) }
+            path.removingLastComponent().withPlatformString { csb_openat2_path(AT_FDCWD, $0, 0) }
         })
         var entry = stat()
-        let found = (leaf + [0]).withUnsafeBufferPointer {
-            fstatat(folder.rawValue, UnsafeRawPointer($0.baseAddress!).assumingMemoryBound(to: CChar.self), &entry, AT_SYMLINK_NOFOLLOW)
-        }
+        let found = FilePath(root: nil, [leaf]).withPlatformString { fstatat(folder.rawValue, $0, &entry, AT_SYMLINK_NOFOLLOW) }
         guard found == 0, entry.inodeIdentity == identity else { throw .noSuchFileOrDirectory }
         return folder
     }
 
     /// Whether `folder` is `other`, holds it, or lies inside it.
     public static func overlaps(_ folder: OwnedDescriptor, _ other: OwnedDescriptor) throws(Errno) -> Bool {
-        let mine = try chain(of: folder)
-        let theirs = try chain(of: other)
-        return mine.contains(theirs[0]) || theirs.contains(mine[0])
+        overlaps(try chain(of: folder), try chain(of: other))
+    }
+
+    /// The same, for chains already walked.
+    static func overlaps(_ mine: [InodeIdentity], _ theirs: [InodeIdentity]) -> Bool {
+        mine.contains(theirs[0]) || theirs.contains(mine[0])
     }
 
     /// Whether `folder` is one of `roots` or lies beneath one.
