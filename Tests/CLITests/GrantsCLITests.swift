@@ -187,6 +187,9 @@ import Testing
                 if not read_some(0.1):
                     break
             for key in keys.split(","):
+                if key.startswith("sh:"):  # something else happens on the machine meanwhile
+                    os.system(key[3:])
+                    continue
                 before = len(screen)
                 os.write(fd, {"down": b"\\x1b[B", "enter": b"\\r", "space": b" ", "q": b"q", "left": b"\\x1b[D"}[key])
                 # Wait for the picker to redraw (or finish) before the next key.
@@ -275,6 +278,29 @@ import Testing
         #expect(!screen.contains("a-vault/"))
         let resolved = try CLI.run(["resolve", "--app", "com.example.memo", "--json", home.path + "/picked.bookmark"], home: home)
         #expect(resolved.stdout.contains(#""path":"\#(target)""#), "\(resolved.stdout)")
+    }
+
+    /// The folder is renamed away and another made at its name while the
+    /// picker shows it: what gets granted is the folder the person saw.
+    @Test func aFolderSwappedWhileShownIsNotTheOneGranted() throws {
+        let home = CLI.Home()
+        try FileManager.default.createDirectory(atPath: home.path + "/Aaa", withIntermediateDirectories: true)
+        let swap = "sh:cd '\(home.path)' && mv Aaa Seen && mkdir Aaa"
+        let (status, _) = try drive("enter,\(swap),space", home: home)
+        #expect(status == 0)
+        let resolved = try CLI.run(["resolve", "--app", "com.example.memo", "--json", home.path + "/picked.bookmark"], home: home)
+        #expect(resolved.stdout.contains(#""path":"\#(home.path)/Seen""#), "\(resolved.stdout)")
+    }
+
+    /// A name longer than the terminal is cut to one row, never wrapped.
+    @Test func aLongNameStaysOnOneRow() throws {
+        let home = CLI.Home()
+        let long = "A" + String(repeating: "x", count: 250)
+        try FileManager.default.createDirectory(atPath: home.path + "/" + long, withIntermediateDirectories: true)
+        let (status, screen) = try drive("q", home: home)
+        #expect(status == 1)
+        #expect(!screen.contains(long), "the whole name was printed")
+        #expect(screen.contains(String(long.prefix(200)) + ""), "\(screen)")
     }
 
     @Test func cancellingGrantsNothing() throws {
