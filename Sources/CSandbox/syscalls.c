@@ -109,6 +109,9 @@ static void csb_proc_fd_path(int fd, char path[32]) {
 }
 
 int csb_chmod_fd(int fd, uint32_t mode) {
+    // fchmodat2 (Linux 6.6) takes the O_PATH descriptor itself: no /proc walk.
+    int done = (int)syscall(452 /* SYS_fchmodat2, not in Debian 12's headers */, fd, "", (mode_t)mode, AT_EMPTY_PATH);
+    if (done == 0 || errno != ENOSYS) return done;
     char path[32];
     csb_proc_fd_path(fd, path);
     return fchmodat(AT_FDCWD, path, (mode_t)mode, 0);
@@ -216,6 +219,32 @@ int csb_copy_fd_of_thread(pid_t tid, int fd) {
     return copy;
 }
 
+unsigned int csb_device_major(uint64_t device) {
+    return major((dev_t)device);
+}
+
+int csb_ancestor_identity(int dirfd, int levels, uint64_t *device, uint64_t *inode) {
+    // "../../.." resolved in one walk, so that the answer holds at one moment
+    // and costs no descriptor; ".." crosses mounts as the kernel's own walk does.
+    char path[3 * 1024];
+    if (levels < 1 || levels > 1024) { errno = EINVAL; return -1; }
+    for (int level = 0; level < levels; level++) memcpy(path + 3 * level, "../", 3);
+    path[3 * levels - 1] = '\0';
+    struct stat status;
+    if (fstatat(dirfd, path, &status, AT_SYMLINK_NOFOLLOW) != 0) return -1;
+    *device = (uint64_t)status.st_dev;
+    *inode = (uint64_t)status.st_ino;
+    return 0;
+}
+
+int csb_open_ancestor(int dirfd, int levels) {
+    char path[3 * 1024];
+    if (levels < 1 || levels > 1024) { errno = EINVAL; return -1; }
+    for (int level = 0; level < levels; level++) memcpy(path + 3 * level, "../", 3);
+    path[3 * levels - 1] = '\0';
+    return csb_openat2_path(dirfd, path, 0);
+}
+
 int csb_inotify_watch_fd(int inotify_fd, int target_fd, uint32_t mask) {
     char path[32];
     csb_proc_fd_path(target_fd, path);
@@ -246,23 +275,22 @@ static int csb_thread_caps(struct __user_cap_data_struct data[2], int set) {
     return (int)syscall(set ? SYS_capset : SYS_capget, &header, data);
 }
 
-int csb_thread_effective_caps_clear(uint32_t saved[2]) {
+_Static_assert(sizeof(struct __user_cap_data_struct[2]) == 6 * sizeof(uint32_t), "capability data, version 3");
+
+int csb_thread_effective_caps_clear(uint32_t saved[6]) {
     struct __user_cap_data_struct data[2];
     if (csb_thread_caps(data, 0) != 0) return -1;
-    saved[0] = data[0].effective;
-    saved[1] = data[1].effective;
-    if (saved[0] == 0 && saved[1] == 0) return 0;
+    memcpy(saved, data, sizeof(data));  // the whole state, restored with one capset
+    if (data[0].effective == 0 && data[1].effective == 0) return 0;
     data[0].effective = 0;
     data[1].effective = 0;
     return csb_thread_caps(data, 1);
 }
 
-int csb_thread_effective_caps_restore(const uint32_t saved[2]) {
-    if (saved[0] == 0 && saved[1] == 0) return 0;
+int csb_thread_effective_caps_restore(const uint32_t saved[6]) {
     struct __user_cap_data_struct data[2];
-    if (csb_thread_caps(data, 0) != 0) return -1;
-    data[0].effective = saved[0];
-    data[1].effective = saved[1];
+    memcpy(data, saved, sizeof(data));
+    if (data[0].effective == 0 && data[1].effective == 0) return 0;
     return csb_thread_caps(data, 1);
 }
 

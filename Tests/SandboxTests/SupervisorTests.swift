@@ -39,6 +39,59 @@ import SystemPackage
         ], "\(confined.stderr)")
     }
 
+    // MARK: Names resolved in two steps
+
+    @Test func everySpellingOfANameIsCheckedWhereItLeads() throws {
+        // The supervisor opens a name's folder, then the last name in that
+        // folder, and starts the beneath check from the folder: each spelling
+        // that leads outside (a linked folder, "..", ".", a trailing slash, a
+        // link as the last name, a dirfd) is refused; those inside work.
+        let scratch = Scratch()
+        let outside = scratch.path + "/outside"
+        try FileManager.default.createDirectory(atPath: outside, withIntermediateDirectories: false)
+        let victim = outside + "/victim"
+        FileManager.default.createFile(atPath: victim, contents: Data("x".utf8))
+        chmod(victim, 0o600)
+        chmod(outside, 0o755)
+        let code = Attack.prelude + """
+            out = sys.argv[1]
+            os.makedirs("Documents/sub", exist_ok=True)
+            open("Documents/sub/mine", "w").write("x")
+            os.symlink(out, "Documents/away")
+            os.symlink(out + "/victim", "Documents/sub/to-victim")
+            os.symlink("mine", "Documents/sub/to-mine")
+            away = os.open("Documents/away", os.O_PATH)
+            sub = os.open("Documents/sub", os.O_PATH)
+            climb = os.path.relpath(out + "/victim")
+            for label, path, kw in [
+                    ("linked-folder", "Documents/away/victim", {}), ("climb", climb, {}),
+                    ("dot", "Documents/away/.", {}), ("slash", "Documents/away/", {}),
+                    ("dotdot", "Documents/away/..", {}), ("link-last", "Documents/sub/to-victim", {}),
+                    ("dirfd", "victim", {"dir_fd": away}), ("dirfd-climb", "../away/victim", {"dir_fd": sub}),
+                    ("inside", "Documents/sub/mine", {}), ("link-inside", "Documents/sub/to-mine", {}),
+                    ("inside-dotdot", "Documents/sub/../sub/mine", {}), ("inside-dot", "Documents/sub/.", {}),
+                    ("inside-slash", "Documents/sub/", {}), ("inside-dirfd", "mine", {"dir_fd": sub})]:
+                attempt("chmod-" + label, lambda: os.chmod(path, 0o777 if "inside" not in label else 0o755, **kw))
+            attempt("utime-climb", lambda: os.utime(climb, (0, 0)))
+            attempt("chown-linked-folder", lambda: os.chown("Documents/away/victim", os.getuid(), os.getgid()))
+            attempt("lchown-link-itself", lambda: os.chown("Documents/sub/to-victim", os.getuid(), os.getgid(), follow_symlinks=False))
+            attempt("setxattr-climb", lambda: os.setxattr(climb, "user.tag", b"x"))
+            """
+        let confined = try Run.confined([Run.python, "-c", code, outside], in: scratch)
+        #expect(confined.output == [
+            "chmod-linked-folder EPERM", "chmod-climb EPERM", "chmod-dot EPERM", "chmod-slash EPERM",
+            "chmod-dotdot EPERM", "chmod-link-last EPERM", "chmod-dirfd EPERM", "chmod-dirfd-climb EPERM",
+            "chmod-inside ok", "chmod-link-inside ok", "chmod-inside-dotdot ok", "chmod-inside-dot ok",
+            "chmod-inside-slash ok", "chmod-inside-dirfd ok",
+            "utime-climb EPERM", "chown-linked-folder EPERM", "lchown-link-itself ok", "setxattr-climb EPERM",
+        ], "\(confined.stderr)")
+        let after = try FileManager.default.attributesOfItem(atPath: victim)
+        #expect(after[.posixPermissions] as? Int == 0o600)
+        #expect((after[.modificationDate] as? Date).map { $0.timeIntervalSince1970 > 0 } == true)
+        #expect(try FileManager.default.attributesOfItem(atPath: outside)[.posixPermissions] as? Int == 0o755)
+        #expect(try FileManager.default.attributesOfItem(atPath: scratch.path)[.posixPermissions] as? Int != 0o777)
+    }
+
     @Test func attributesInReachReadExactlyAsTheKernelAnswers() throws {
         // The same calls on a file in reach: the supervisor's answers match
         // the kernel's, byte for byte and errno for errno.

@@ -98,6 +98,12 @@ int csb_birth_time(int fd, int64_t *seconds, uint32_t *nanoseconds);
 int csb_pidfd_open(pid_t pid);
 /// `pidfd_open(tid, PIDFD_THREAD)` then `pidfd_getfd(2)`: a copy of a thread's fd.
 int csb_copy_fd_of_thread(pid_t tid, int fd);
+/// `major(3)`, a macro Swift does not import.
+unsigned int csb_device_major(uint64_t device);
+/// The device and inode of the folder `levels` (1...1024) above the folder `dirfd`.
+int csb_ancestor_identity(int dirfd, int levels, uint64_t *device, uint64_t *inode);
+/// An O_PATH descriptor of that folder.
+int csb_open_ancestor(int dirfd, int levels);
 /// `inotify_add_watch(2)` on the inode an O_PATH fd holds, through `/proc/self/fd/N`.
 int csb_inotify_watch_fd(int inotify_fd, int target_fd, uint32_t mask);
 /// `waitid(P_PIDFD, ...)`: returns 0 and the wait status encoded as by wait(2).
@@ -106,8 +112,8 @@ int csb_pidfd_wait(int pidfd, int *status);
 ssize_t csb_read_process_memory(pid_t pid, uint64_t address, void *buffer, size_t length);
 /// `capget(2)`/`capset(2)` on the calling thread only: clears or restores the
 /// effective set, so the supervisor acts with the confined child's powers.
-int csb_thread_effective_caps_clear(uint32_t saved[2]);
-int csb_thread_effective_caps_restore(const uint32_t saved[2]);
+int csb_thread_effective_caps_clear(uint32_t saved[6]);
+int csb_thread_effective_caps_restore(const uint32_t saved[6]);
 /// Forwards SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 to `pid`
 /// from an async-signal-safe handler. `pid` 0 catches and holds the last
 /// signal until a later call names the pid; -1 restores the defaults.

@@ -219,6 +219,7 @@ public final class ConfinedProcess: @unchecked Sendable {
         var status: CInt?
         var failure: Errno?
         var serving = listener != nil
+        if serving { supervisor.beginServing() }  // requests are served with the child's powers
         loop: while true {
             var fds = [pollfd(fd: keeper.report.rawValue, events: Int16(POLLIN), revents: 0)]
             if serving, let listener { fds.append(pollfd(fd: listener.rawValue, events: Int16(POLLIN), revents: 0)) }
@@ -251,6 +252,7 @@ public final class ConfinedProcess: @unchecked Sendable {
                 }
             }
         }
+        supervisor.endServing()
         if let failure {
             keeper.abandon()  // ends the command: nobody would serve or reap it
             throw .setup(step: "waiting for the command", errno: failure)

@@ -114,12 +114,55 @@ final class MetadataSupervisor {
         case path(base: OwnedDescriptor?, [CChar], follow: Bool)
     }
 
+    /// What a request needs, copied from the caller and bound to it before its id is confirmed.
+    private struct Prepared {
+        let details: OperationDetails
+        let start: Start
+        /// The caller's memory, for attribute values; its inotify instance, for a watch.
+        let callerMemory: OwnedDescriptor?
+        let callerInotify: OwnedDescriptor?
+    }
+
     /// Returns the syscall's result for the child.
     private func handle(_ request: csb_seccomp_notif, listener: CInt) throws(Errno) -> Int64 {
         guard let shape = Self.shapes[request.data.nr] else { throw .notPermitted }
+        let prepared = try withOurPowers { () throws(Errno) -> Prepared in try prepare(request, shape: shape) }
+        // The pid in the request may have been reused since we opened its /proc entries.
+        guard csb_seccomp_notify_id_valid(listener, request.id) == 0 else { throw .noSuchProcess }
+
+        // Resolution, check and operation with the child's powers: with a
+        // root launcher's, resolving a name in a folder the child may not
+        // search would tell it whether the name exists.
+        let outcome = try asChild { () throws(Errno) -> Outcome in
+            let target: OwnedDescriptor
+            let status: stat
+            var folder: OwnedDescriptor?
+            switch prepared.start {
+            case .descriptor(let descriptor):
+                target = descriptor
+                status = try target.status()
+            case .path(let base, let path, let follow):
+                (target, status, folder) = try Self.resolve(path, from: base, follow: follow)
+            }
+            // Never act on /proc: there a path names the supervisor's own process.
+            guard try !Self.isOnProcFS(target, status: status),
+                  try isBeneath(target, status: status, folder: folder, roots: shape.operation.reads ? readable : writable) else {
+                throw shape.operation.reads ? .permissionDenied : .notPermitted
+            }
+            return try prepared.details.perform(on: target, status: status, inotify: prepared.callerInotify)
+        }
+        // Attribute values go back into the child's buffer, through its own memory file.
+        if let copy = outcome.copyOut, let callerMemory = prepared.callerMemory {
+            try ChildMemory.write(copy.bytes, at: copy.address, into: callerMemory)
+        }
+        return outcome.result
+    }
+
+    /// Copies the request's arguments out of the caller and opens what it names in /proc.
+    private func prepare(_ request: csb_seccomp_notif, shape: Shape) throws(Errno) -> Prepared {
         let caller = pid_t(truncatingIfNeeded: request.pid)  // the calling thread's id
         let memory = ChildMemory(pid: caller)
-        let args = withUnsafeBytes(of: request.data.args) { Array($0.bindMemory(to: UInt64.self)) }
+        let args = Arguments(request.data.args)
         let flags = shape.flagsArgument.map { Int32(truncatingIfNeeded: args[$0]) } ?? 0
         guard flags & ~shape.allowedFlags == 0 else { throw .invalidArgument }
         let inotifyDontFollow: UInt64 = 0x0200_0000  // IN_DONT_FOLLOW, in the mask
@@ -140,8 +183,8 @@ final class MetadataSupervisor {
         let details = try OperationDetails(shape.operation, args: args, first: first, memory: memory)
 
         // The child's /proc entries (its cwd, its descriptors) are opened with
-        // our powers: they hold nothing the child does not have, and a child
-        // that made itself non-dumpable keeps working under a root launcher.
+        // our powers (see `withOurPowers`): they hold nothing the child does not
+        // have, and a child that made itself non-dumpable keeps working under a root launcher.
         let start: Start
         if let path, path.count > 1 {
             if let child = try Self.childDescriptor(named: path, caller: caller) {
@@ -174,33 +217,7 @@ final class MetadataSupervisor {
         default:
             break
         }
-        // The pid in the request may have been reused since we opened its /proc entries.
-        guard csb_seccomp_notify_id_valid(listener, request.id) == 0 else { throw .noSuchProcess }
-
-        // Resolution, check and operation with the child's powers: with a
-        // root launcher's, resolving a name in a folder the child may not
-        // search would tell it whether the name exists.
-        let outcome = try asChild { () throws(Errno) -> Outcome in
-            let target: OwnedDescriptor
-            switch start {
-            case .descriptor(let descriptor):
-                target = descriptor
-            case .path(let base, let path, let follow):
-                target = OwnedDescriptor(taking: try syscallRetrying {
-                    csb_openat2_path(base?.rawValue ?? AT_FDCWD, path, follow ? 1 : 0)
-                })
-            }
-            // Never act on /proc: there a path names the supervisor's own process.
-            guard try !Self.isOnProcFS(target), try isBeneath(target, roots: shape.operation.reads ? readable : writable) else {
-                throw shape.operation.reads ? .permissionDenied : .notPermitted
-            }
-            return try details.perform(on: target, inotify: callerInotify)
-        }
-        // Attribute values go back into the child's buffer, through its own memory file.
-        if let copy = outcome.copyOut, let callerMemory {
-            try ChildMemory.write(copy.bytes, at: copy.address, into: callerMemory)
-        }
-        return outcome.result
+        return Prepared(details: details, start: start, callerMemory: callerMemory, callerInotify: callerInotify)
     }
 
     /// `/proc/self/fd/N`, `/proc/thread-self/fd/N`, `/proc/P/fd/N` with P
@@ -209,6 +226,8 @@ final class MetadataSupervisor {
     /// other spelling is resolved as a path, where RESOLVE_NO_MAGICLINKS
     /// refuses the magic link (ELOOP) and /proc/self is the supervisor.
     static func childDescriptor(named path: [CChar], caller: pid_t) throws(Errno) -> (process: pid_t, fd: Int32)? {
+        // Most paths are neither: answered before any String is made.
+        guard path.starts(with: Self.devPrefix) || path.starts(with: Self.procPrefix) else { return nil }
         let text = String(decoding: path.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
         let parts = text.split(separator: "/", omittingEmptySubsequences: false)
         let process: pid_t
@@ -237,6 +256,9 @@ final class MetadataSupervisor {
         guard let fd = canonicalNumber(number) else { return nil }
         return (process: process, fd: fd)
     }
+
+    private static let devPrefix = Array("/dev/".utf8).map { CChar(bitPattern: $0) }
+    private static let procPrefix = Array("/proc/".utf8).map { CChar(bitPattern: $0) }
 
     /// A decimal as /proc reads it: digits only, no leading zero, within an int.
     private static func canonicalNumber(_ text: Substring) -> Int32? {
@@ -273,21 +295,67 @@ final class MetadataSupervisor {
         OwnedDescriptor(taking: try syscallRetrying { csb_open_path(AT_FDCWD, path, follow ? 1 : 0) })
     }
 
-    private static func isOnProcFS(_ descriptor: OwnedDescriptor) throws(Errno) -> Bool {
+    private static func isOnProcFS(_ descriptor: OwnedDescriptor, status: stat) throws(Errno) -> Bool {
+        // procfs, as every filesystem without a block device, has an
+        // anonymous device number (major 0): a file on a disk is answered
+        // without asking the kernel.
+        guard csb_device_major(UInt64(status.st_dev)) == 0 else { return false }
         var fsid: UInt64 = 0
         var type: UInt64 = 0
         _ = try syscallRetrying { csb_filesystem_identity(descriptor.rawValue, &fsid, &type) }
         return type == 0x9FA0  // PROC_SUPER_MAGIC
     }
 
-    /// True when `target` is one of `roots` or lies beneath one, walking
-    /// parents by inode as Landlock does.
-    func isBeneath(_ target: OwnedDescriptor, roots: Set<InodeIdentity>) throws(Errno) -> Bool {
+    /// Opens `path` from `base` (nil: it is absolute) as one openat2 would,
+    /// and returns the folder its last name was found in when that is known
+    /// (the name is not a symlink that was followed, ".", ".." or empty):
+    /// the beneath check then starts there instead of asking /proc for the
+    /// file's name and opening that name again.
+    private static func resolve(_ path: [CChar], from base: OwnedDescriptor?, follow: Bool) throws(Errno)
+        -> (target: OwnedDescriptor, status: stat, folder: OwnedDescriptor?)
+    {
+        let slash = CChar(UInt8(ascii: "/"))
+        let dot = CChar(UInt8(ascii: "."))
+        let end = path.firstIndex(of: 0) ?? path.count
+        let cut = path[..<end].lastIndex(of: slash)
+        let leaf = path[(cut.map { $0 + 1 } ?? 0)..<end]
+        let plain = !leaf.isEmpty && !(leaf.count <= 2 && leaf.allSatisfy { $0 == dot })
+        func whole() throws(Errno) -> (target: OwnedDescriptor, status: stat, folder: OwnedDescriptor?) {
+            let target = OwnedDescriptor(taking: try syscallRetrying { csb_openat2_path(base?.rawValue ?? AT_FDCWD, path, follow ? 1 : 0) })
+            return (target, try target.status(), nil)
+        }
+        guard plain else { return try whole() }
+        let folder: OwnedDescriptor
+        if let cut {
+            let folderPath = cut == 0 ? [slash, 0] : Array(path[..<cut]) + [0]
+            folder = OwnedDescriptor(taking: try syscallRetrying { csb_openat2_path(base?.rawValue ?? AT_FDCWD, folderPath, 1) })
+        } else if let base {
+            folder = base
+        } else {
+            return try whole()
+        }
+        let name = Array(leaf) + [0]
+        let target = OwnedDescriptor(taking: try syscallRetrying { csb_openat2_path(folder.rawValue, name, 0) })
         let status = try target.status()
+        guard follow, status.isSymlink else { return (target, status, folder) }
+        // A followed link may lead anywhere: its folder is found from the file.
+        let linked = OwnedDescriptor(taking: try syscallRetrying { csb_openat2_path(folder.rawValue, name, 1) })
+        return (linked, try linked.status(), nil)
+    }
+
+    /// True when `target` (whose `status` is given) is one of `roots` or
+    /// lies beneath one, walking parents by inode as Landlock does. `folder`,
+    /// if known, is the folder a non-directory target was found in.
+    func isBeneath(_ target: OwnedDescriptor, status: stat, folder: OwnedDescriptor?, roots: Set<InodeIdentity>) throws(Errno) -> Bool {
         if roots.contains(status.inodeIdentity) { return true }
         var current: OwnedDescriptor
+        var identity: InodeIdentity
         if status.isDirectory {
             current = target
+            identity = status.inodeIdentity
+        } else if let folder {
+            current = folder
+            identity = try folder.status().inodeIdentity
         } else {
             // A non-directory has no "..": find its folder by the name the
             // kernel keeps, then prove that name still holds this inode.
@@ -305,30 +373,97 @@ final class MetadataSupervisor {
             var entry = stat()
             guard fstatat(current.rawValue, leaf, &entry, AT_SYMLINK_NOFOLLOW) == 0,
                   entry.inodeIdentity == status.inodeIdentity else { return false }
+            identity = try current.status().inodeIdentity
         }
-        var identity = try current.status().inodeIdentity
+        // Each ancestor is one fstatat of "../..", no descriptor opened or
+        // closed; every 1,024 levels the walk moves its start up.
+        var level = 0
         for _ in 0..<4096 {
             if roots.contains(identity) { return true }
-            let parent = try OwnedDescriptor(taking: syscallRetrying { csb_openat2_path(current.rawValue, "..", 0) })
-            let parentIdentity = try parent.status().inodeIdentity
+            if level == 1024 {
+                current = try OwnedDescriptor(taking: syscallRetrying { csb_open_ancestor(current.rawValue, 1024) })
+                level = 0
+            }
+            level += 1
+            var device: UInt64 = 0
+            var inode: UInt64 = 0
+            _ = try syscallRetrying { csb_ancestor_identity(current.rawValue, Int32(level), &device, &inode) }
+            let parentIdentity = InodeIdentity(device: device, inode: inode)
             if parentIdentity == identity { return false }  // reached /
-            current = parent
             identity = parentIdentity
         }
         return false
     }
 
+    /// The serving thread, and its capabilities from before `beginServing`
+    /// cleared its effective set.
+    private var serving: (thread: pthread_t, saved: SavedCapabilities)?
+
+    /// The serving thread keeps the child's powers (no effective
+    /// capabilities) from here to `endServing`, so that a request costs no
+    /// capset; ours are raised only where /proc refuses the child's (`withOurPowers`).
+    func beginServing() {
+        guard serving == nil, let saved = try? SavedCapabilities.clearingEffective() else { return }
+        serving = (pthread_self(), saved)
+    }
+
+    /// Gives the serving thread its capabilities back.
+    func endServing() {
+        guard let current = serving, pthread_equal(current.thread, pthread_self()) != 0 else { return }
+        current.saved.restore()
+        serving = nil
+    }
+
+    /// True on the thread between `beginServing` and `endServing`.
+    private var servingOnThisThread: SavedCapabilities? {
+        guard let current = serving, pthread_equal(current.thread, pthread_self()) != 0 else { return nil }
+        return current.saved
+    }
+
+    /// Runs `body` (reading the caller's memory, opening its /proc entries)
+    /// with the child's powers while serving, and once more with ours if
+    /// those were refused, as for a non-dumpable child under a root
+    /// launcher: the answer is the one ours alone would give.
+    private func withOurPowers<T>(_ body: () throws(Errno) -> T) throws(Errno) -> T {
+        guard let saved = servingOnThisThread, saved.hadEffective else { return try body() }
+        do {
+            return try body()
+        } catch let error where error == .permissionDenied || error == .notPermitted {
+            saved.restore()
+            defer { precondition((try? SavedCapabilities.clearingEffective()) != nil, "could not clear the supervisor's capabilities") }
+            return try body()
+        }
+    }
+
     /// Runs `body` with this thread's effective capabilities cleared, so the
     /// kernel checks ownership and permissions as it would for the child.
     private func asChild<T>(_ body: () throws(Errno) -> T) throws(Errno) -> T {
-        var saved: (UInt32, UInt32) = (0, 0)
-        let cleared = withUnsafeMutableBytes(of: &saved) { csb_thread_effective_caps_clear($0.baseAddress!.assumingMemoryBound(to: UInt32.self)) }
-        guard cleared == 0 else { throw .notPermitted }
-        defer {
-            let restored = withUnsafeBytes(of: saved) { csb_thread_effective_caps_restore($0.baseAddress!.assumingMemoryBound(to: UInt32.self)) }
-            precondition(restored == 0, "could not restore the supervisor's capabilities")
-        }
+        if servingOnThisThread != nil { return try body() }  // already cleared
+        let saved = try SavedCapabilities.clearingEffective()
+        defer { saved.restore() }
         return try body()
+    }
+}
+
+/// A thread's capability sets (`__user_cap_data_struct[2]`), saved while
+/// its effective set is cleared.
+private struct SavedCapabilities {
+    private var raw: (UInt32, UInt32, UInt32, UInt32, UInt32, UInt32) = (0, 0, 0, 0, 0, 0)
+
+    /// Clears the calling thread's effective set and returns the sets as they were.
+    static func clearingEffective() throws(Errno) -> SavedCapabilities {
+        var saved = SavedCapabilities()
+        let cleared = withUnsafeMutableBytes(of: &saved.raw) { csb_thread_effective_caps_clear($0.baseAddress!.assumingMemoryBound(to: UInt32.self)) }
+        guard cleared == 0 else { throw .notPermitted }
+        return saved
+    }
+
+    /// Effective is the first of each { effective, permitted, inheritable }.
+    var hadEffective: Bool { raw.0 != 0 || raw.3 != 0 }
+
+    func restore() {
+        let restored = withUnsafeBytes(of: raw) { csb_thread_effective_caps_restore($0.baseAddress!.assumingMemoryBound(to: UInt32.self)) }
+        precondition(restored == 0, "could not restore the supervisor's capabilities")
     }
 }
 
@@ -363,7 +498,7 @@ private enum OperationDetails {
     /// XATTR_NAME_MAX plus its NUL; the kernel answers ERANGE beyond.
     static let attributeNameLimit = 256
 
-    init(_ operation: MetadataSupervisor.Operation, args: [UInt64], first: Int, memory: ChildMemory) throws(Errno) {
+    init(_ operation: MetadataSupervisor.Operation, args: Arguments, first: Int, memory: ChildMemory) throws(Errno) {
         /// Reads two timestamps; `scale` turns the second field into nanoseconds.
         func times(utimbuf: Bool = false, microseconds: Bool = false) throws(Errno) -> [Int64]? {
             guard args[first] != 0 else { return nil }
@@ -410,8 +545,7 @@ private enum OperationDetails {
     }
 
     /// Performs the operation.
-    func perform(on target: OwnedDescriptor, inotify: OwnedDescriptor?) throws(Errno) -> Outcome {
-        let status = try target.status()
+    func perform(on target: OwnedDescriptor, status: stat, inotify: OwnedDescriptor?) throws(Errno) -> Outcome {
         switch self {
         case .chmod(let mode):
             guard !status.isSymlink else { throw .notSupported }  // Linux has no symlink modes
@@ -458,6 +592,18 @@ private enum OperationDetails {
     }
 }
 
+/// A notification's six raw arguments, read without an allocation.
+private struct Arguments {
+    let raw: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64)
+
+    init(_ raw: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64)) { self.raw = raw }
+
+    subscript(index: Int) -> UInt64 {
+        precondition((0..<6).contains(index))  // indices come from the shapes table, never the child
+        return withUnsafeBytes(of: raw) { $0.load(fromByteOffset: index * 8, as: UInt64.self) }
+    }
+}
+
 /// Reads and writes a notifying child's memory (`process_vm_readv`,
 /// `process_vm_writev`), as the kernel would copy its arguments.
 private struct ChildMemory {
@@ -475,17 +621,21 @@ private struct ChildMemory {
     /// A NUL-terminated string, NUL included, read page by page so that a
     /// string ending just before an unmapped page still reads.
     func string(at address: UInt64, limit: Int, tooLong: Errno) throws(Errno) -> [CChar] {
-        var result: [CChar] = []
+        // One buffer, filled in place and cut after the NUL.
+        var result = [CChar](repeating: 0, count: limit)
+        var filled = 0
         var cursor = address
-        while result.count < limit {
-            let toPageEnd = 4096 - Int(cursor % 4096)
-            let chunk = try bytes(at: cursor, count: min(toPageEnd, limit - result.count))
-            if let end = chunk.firstIndex(of: 0) {
-                return result + chunk[...end].map { CChar(bitPattern: $0) }
-            }
-            result += chunk.map { CChar(bitPattern: $0) }
-            let (next, overflow) = cursor.addingReportingOverflow(UInt64(chunk.count))
+        while filled < limit {
+            let count = min(4096 - Int(cursor % 4096), limit - filled)
+            let (next, overflow) = cursor.addingReportingOverflow(UInt64(count))
             guard !overflow else { throw .badAddress }
+            let read = result.withUnsafeMutableBytes { csb_read_process_memory(pid, cursor, $0.baseAddress! + filled, count) }
+            guard read == count else { throw read < 0 && errno != EFAULT ? Errno(rawValue: errno) : .badAddress }
+            if let end = result[filled..<(filled + count)].firstIndex(of: 0) {
+                result.removeLast(limit - end - 1)
+                return result
+            }
+            filled += count
             cursor = next
         }
         throw tooLong

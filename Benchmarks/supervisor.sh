@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Cost of a supervised metadata call (chmod, chown, utimensat, xattr reads:
+# the calls Landlock does not mediate, answered by the launcher's
+# supervisor) against the same call made natively, in one run: per-call
+# figures from a small C loop, then `tar xf` and `ls -l` of many files.
+# Prints figures and ratios; asserts nothing (timing belongs here, not in tests).
+# BEFORE=/path/to/an/older/sandboxed-run adds its figures, for a before/after
+# in the same run. `floor` is the least any supervisor costs: a chmod answered
+# at once by a thread of the same process (see supervised-calls.c).
+#   Benchmarks/supervisor.sh [CALLS] [FILES] [RUNS]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+calls="${1:-20000}"
+files="${2:-10000}"
+runs="${3:-10}"
+[ -n "${SKIP_BUILD:-}" ] || scripts/install-deps
+[ -n "${SKIP_BUILD:-}" ] || swift build -c release --static-swift-stdlib --product sandboxed-run >&2
+bin="$PWD/.build/release/sandboxed-run"
+export XDG_DATA_HOME
+XDG_DATA_HOME="$(mktemp -d)"
+tools="$(mktemp -d)"
+native="$(mktemp -d)"
+trap 'rm -rf "$XDG_DATA_HOME" "$tools" "$native"' EXIT
+container="$("$bin" container path --app bench)"
+confined="$container/Documents/bench"
+mkdir -p "$confined"
+# The workload runs from a folder the policy lets it execute, nothing more.
+cc -O2 -pthread -o "$tools/supervised-calls" Benchmarks/supervised-calls.c
+chmod 0755 "$tools" "$tools/supervised-calls"
+sed "s|<string>/etc/alternatives</string>|&<string>$tools</string>|" Policies/writer.plist > "$tools/bench.plist"
+sandboxed=("$bin" run --app bench --policy "$tools/bench.plist" --)
+before=("${BEFORE:-$bin}" run --app bench --policy "$tools/bench.plist" --)
+
+# An archive of FILES small files in 100 folders, as a source tree.
+mkdir "$tools/tree"
+python3 - "$tools/tree" "$files" <<'PY'
+import os, sys
+root, count = sys.argv[1], int(sys.argv[2])
+for i in range(count):
+    folder = os.path.join(root, f"d{i % 100:02d}")
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, f"f{i:05d}"), "w") as f:
+        f.write("x")
+PY
+tar -C "$tools" -cf "$tools/tree.tar" tree
+rm -rf "$tools/tree"
+chmod 0644 "$tools/tree.tar"
+
+echo "per call, ${calls} calls on one file (ns; ratio: supervised / native):"
+printf '%-18s %10s %12s %8s' call native supervised ratio
+[ -n "${BEFORE:-}" ] && printf ' %12s %8s' before ratio
+echo
+touch "$native/file"
+floor="$("$tools/supervised-calls" floor "$native/file" "$calls")"
+direct="$("$tools/supervised-calls" chmod "$native/file" "$calls")"
+awk -v n="$direct" -v s="$floor" 'BEGIN { printf "%-18s %10.0f %12.0f %8.1f\n", "floor (chmod)", n, s, s / n }'
+for operation in chmod fchmodat fchmod utimensat chown lchown getxattr lgetxattr-absent listxattr; do
+    touch "$native/file" "$confined/file"
+    direct="$("$tools/supervised-calls" "$operation" "$native/file" "$calls")"
+    supervised="$("${sandboxed[@]}" "$tools/supervised-calls" "$operation" Documents/bench/file "$calls")"
+    old=0
+    [ -n "${BEFORE:-}" ] && old="$("${before[@]}" "$tools/supervised-calls" "$operation" Documents/bench/file "$calls")"
+    awk -v o="$operation" -v n="$direct" -v s="$supervised" -v b="$old" \
+        'BEGIN { printf "%-18s %10.0f %12.0f %8.1f", o, n, s, s / n; if (b > 0) printf " %12.0f %8.1f", b, b / n; printf "\n" }'
+done
+
+echo
+echo "tar xf and ls -l of ${files} files (tar as root also chowns; each file costs chown, chmod and utimensat):"
+results="$tools/results.json"
+older=()
+[ -n "${BEFORE:-}" ] && older=(
+    -n "tar xf, before" --prepare "rm -rf $confined/tree" "${before[*]} tar -C Documents/bench -xf $tools/tree.tar"
+    -n "ls -lR, before" --prepare true "${before[*]} ls -lR Documents/bench/tree")
+hyperfine -N --warmup 1 --runs "$runs" --export-json "$results" \
+    -n "tar xf, native" --prepare "rm -rf $native/tree" "tar -C $native -xf $tools/tree.tar" \
+    -n "tar xf, supervised" --prepare "rm -rf $confined/tree" "${sandboxed[*]} tar -C Documents/bench -xf $tools/tree.tar" \
+    -n "ls -lR, native" --prepare true "ls -lR $native/tree" \
+    -n "ls -lR, supervised" --prepare true "${sandboxed[*]} ls -lR Documents/bench/tree" \
+    -n "sandboxed-run run (launch only)" --prepare true "${sandboxed[*]} /bin/true" \
+    "${older[@]}" >&2
+python3 - "$results" "$files" <<'PY'
+import json, sys
+r = {x["command"]: x["median"] for x in json.load(open(sys.argv[1]))["results"]}
+files = int(sys.argv[2])
+launch = r["sandboxed-run run (launch only)"]
+print(f"{'command':22} {'native ms':>10} {'supervised ms':>14} {'ratio':>6} {'µs per file, launch excluded':>30}")
+for name in ("tar xf", "ls -lR"):
+    n, s = r[f"{name}, native"], r[f"{name}, supervised"]
+    print(f"{name:22} {n * 1e3:10.1f} {s * 1e3:14.1f} {s / n:6.2f} {(s - launch - n) / files * 1e6:30.2f}")
+    if f"{name}, before" in r:
+        b = r[f"{name}, before"]
+        print(f"{name + ', before':22} {'':10} {b * 1e3:14.1f} {b / n:6.2f} {(b - launch - n) / files * 1e6:30.2f}")
+print(f"(launch alone: {launch * 1e3:.1f} ms)")
+PY
