@@ -270,9 +270,13 @@ import SystemPackage
             attempt("chmod", lambda: os.chmod("Documents/f", 0o600))
             fd = os.open("Documents/f", os.O_RDONLY)
             attempt("fchmod", lambda: os.fchmod(fd, 0o640))
+            attempt("setxattr", lambda: os.setxattr("Documents/f", "user.tag", b"blue"))
+            attempt("getxattr", lambda: print(os.getxattr(os.path.abspath("Documents/f"), "user.tag")))
             """
         let outcome = try Run.confinedPython(code, in: Scratch())
-        #expect(outcome.output == (getuid() == 0 ? ["chmod ok", "fchmod ok"] : ["chmod EACCES", "fchmod EACCES"]), "\(outcome.stderr)")
+        #expect(outcome.output == (getuid() == 0
+            ? ["chmod ok", "fchmod ok", "setxattr ok", "b'blue'", "getxattr ok"]
+            : ["chmod EACCES", "fchmod EACCES", "setxattr EACCES", "getxattr EACCES"]), "\(outcome.stderr)")
     }
 
     // MARK: Descriptors named by path

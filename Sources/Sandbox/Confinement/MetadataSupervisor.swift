@@ -118,8 +118,7 @@ final class MetadataSupervisor {
     private struct Prepared {
         let details: OperationDetails
         let start: Start
-        /// The caller's memory, for attribute values; its inotify instance, for a watch.
-        let callerMemory: OwnedDescriptor?
+        /// The caller's inotify instance, for a watch.
         let callerInotify: OwnedDescriptor?
     }
 
@@ -151,8 +150,18 @@ final class MetadataSupervisor {
             }
             return try prepared.details.perform(on: target, status: status, inotify: prepared.callerInotify)
         }
-        // Attribute values go back into the child's buffer, through its own memory file.
-        if let copy = outcome.copyOut, let callerMemory = prepared.callerMemory {
+        // Attribute values go back into the child's buffer, through its own
+        // memory file, opened only when there is something to write (ls -l
+        // mostly reads absent attributes) and bound to the caller as the
+        // watch's inotify copy is: opened first, then the id confirmed again,
+        // so the thread id still named the waiting caller when it was opened,
+        // and a thread id reused afterwards receives nothing.
+        if let copy = outcome.copyOut {
+            let caller = pid_t(truncatingIfNeeded: request.pid)
+            let callerMemory = try withOurPowers { () throws(Errno) -> OwnedDescriptor in
+                OwnedDescriptor(taking: try syscallRetrying { Glibc.open("/proc/\(caller)/mem", O_RDWR | O_CLOEXEC) })
+            }
+            guard csb_seccomp_notify_id_valid(listener, request.id) == 0 else { throw .noSuchProcess }
             try ChildMemory.write(copy.bytes, at: copy.address, into: callerMemory)
         }
         return outcome.result
@@ -201,23 +210,16 @@ final class MetadataSupervisor {
         } else {
             throw .noSuchFileOrDirectory
         }
-        // Whatever will reach back into the caller (its memory, for attribute
-        // values; its inotify instance, for a watch) is bound to its process
+        // The caller's inotify instance, for a watch, is bound to its process
         // now, before the id check: a thread id reused after the check then
-        // cannot receive anything, since these handles fail once the caller is gone.
-        var callerMemory: OwnedDescriptor?
+        // cannot receive anything, since the copy fails once the caller is gone.
         var callerInotify: OwnedDescriptor?
-        switch details {
-        case .getxattr, .listxattr:
-            callerMemory = OwnedDescriptor(taking: try syscallRetrying { Glibc.open("/proc/\(caller)/mem", O_RDWR | O_CLOEXEC) })
-        case .watch:
+        if case .watch = details {
             callerInotify = OwnedDescriptor(taking: try syscallRetrying {
                 csb_copy_fd_of_thread(caller, Int32(truncatingIfNeeded: args[0]))
             })
-        default:
-            break
         }
-        return Prepared(details: details, start: start, callerMemory: callerMemory, callerInotify: callerInotify)
+        return Prepared(details: details, start: start, callerInotify: callerInotify)
     }
 
     /// `/proc/self/fd/N`, `/proc/thread-self/fd/N`, `/proc/P/fd/N` with P
