@@ -2,10 +2,11 @@
 // file and prints nanoseconds per call, so that the same binary measures the
 // native call and the supervised one.
 //   supervised-calls OPERATION FILE COUNT
-// `floor` and `floor-poll` measure instead the least any supervisor costs:
-// this thread's chmod goes to a second thread of this process through
-// seccomp user notification, which answers at once without doing anything
-// (blocking in RECV, or polling first as the launcher's wait loop does).
+// `floor`, `floor-poll`, `floor-no-sync` and `floor-poll-no-sync` measure
+// instead the least any supervisor costs: this thread's chmod goes to a second
+// thread of this process through seccomp user notification, which answers at
+// once without doing anything (blocking in RECV, or polling first as the
+// launcher's wait loop does; with or without SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP).
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -28,6 +29,7 @@
 
 static int listener = -1;
 static int polling = 0;
+static int synchronous = 1;
 
 static void *answer(void *unused) {
     (void)unused;
@@ -58,7 +60,7 @@ static void supervise_chmod_on_this_thread(void) {
     listener = (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, &program);
     if (listener < 0) { perror("seccomp"); exit(1); }
     const unsigned long set_flags = _IOW('!', 4, uint64_t);  // SECCOMP_IOCTL_NOTIF_SET_FLAGS
-    ioctl(listener, set_flags, (uint64_t)1);  // SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP, as the launcher asks
+    if (synchronous) ioctl(listener, set_flags, (uint64_t)1);  // SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP, as the launcher asks
     pthread_t thread;
     pthread_create(&thread, NULL, answer, NULL);
 }
@@ -93,8 +95,9 @@ int main(int argc, char **argv) {
     }
     const char *operation = argv[1], *file = argv[2];
     long count = atol(argv[3]);
-    if (!strcmp(operation, "floor") || !strcmp(operation, "floor-poll")) {
-        polling = !strcmp(operation, "floor-poll");
+    if (!strncmp(operation, "floor", 5)) {
+        polling = strstr(operation, "poll") != NULL;
+        synchronous = strstr(operation, "no-sync") == NULL;
         supervise_chmod_on_this_thread();
         operation = "chmod";
     }

@@ -5,8 +5,10 @@
 # figures from a small C loop, then `tar xf` and `ls -l` of many files.
 # Prints figures and ratios; asserts nothing (timing belongs here, not in tests).
 # BEFORE=/path/to/an/older/sandboxed-run adds its figures, for a before/after
-# in the same run. `floor` is the least any supervisor costs: a chmod answered
-# at once by a thread of the same process (see supervised-calls.c).
+# in the same run. The `floor` rows are the least any supervisor costs: a
+# chmod answered at once by a thread of the same process, blocking in RECV or
+# polling first (as the launcher does), with and without synchronous wake-ups
+# (see supervised-calls.c).
 #   Benchmarks/supervisor.sh [CALLS] [FILES] [RUNS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -51,9 +53,11 @@ printf '%-18s %10s %12s %8s' call native supervised ratio
 [ -n "${BEFORE:-}" ] && printf ' %12s %8s' before ratio
 echo
 touch "$native/file"
-floor="$("$tools/supervised-calls" floor "$native/file" "$calls")"
 direct="$("$tools/supervised-calls" chmod "$native/file" "$calls")"
-awk -v n="$direct" -v s="$floor" 'BEGIN { printf "%-18s %10.0f %12.0f %8.1f\n", "floor (chmod)", n, s, s / n }'
+for floor in floor floor-no-sync floor-poll floor-poll-no-sync; do
+    cost="$("$tools/supervised-calls" "$floor" "$native/file" "$calls")"
+    awk -v o="$floor" -v n="$direct" -v s="$cost" 'BEGIN { printf "%-18s %10.0f %12.0f %8.1f\n", o, n, s, s / n }'
+done
 for operation in chmod fchmodat fchmod utimensat chown lchown getxattr lgetxattr-absent listxattr; do
     touch "$native/file" "$confined/file"
     direct="$("$tools/supervised-calls" "$operation" "$native/file" "$calls")"
