@@ -92,6 +92,47 @@ import SystemPackage
         #expect(try FileManager.default.attributesOfItem(atPath: scratch.path)[.posixPermissions] as? Int != 0o777)
     }
 
+    @Test func deepFoldersAreCheckedToTheirTop() throws {
+        // The beneath check walks up in steps of 64 folders: a file 300
+        // levels down in the container is in reach, one 300 levels down
+        // outside is not, by any spelling.
+        let scratch = Scratch()
+        var outside = scratch.path + "/outside"
+        for _ in 0..<300 { outside += "/d" }
+        try FileManager.default.createDirectory(atPath: outside, withIntermediateDirectories: true)
+        let victim = outside + "/victim"
+        FileManager.default.createFile(atPath: victim, contents: Data("x".utf8))
+        chmod(victim, 0o600)
+        let code = Attack.prelude + """
+            deep = "Documents/" + "d/" * 300
+            os.makedirs(deep)
+            open(deep + "mine", "w").write("x")
+            attempt("inside", lambda: os.chmod(deep + "mine", 0o640))
+            attempt("inside-folder", lambda: os.chmod(deep, 0o700))
+            # The container is 60 to 70 levels up: each side of a step of the walk.
+            edges = []
+            for depth in range(60, 71):
+                os.makedirs("Documents/e%d/" % depth + "e/" * (depth - 2), exist_ok=True)
+                name = "Documents/e%d/" % depth + "e/" * (depth - 2) + "f"
+                open(name, "w").write("x")
+                try:
+                    os.chmod(name, 0o640)
+                except OSError as e:
+                    edges.append((depth, errno.errorcode[e.errno]))
+            print("edges", edges)
+            attempt("outside", lambda: os.chmod(sys.argv[1], 0o777))
+            attempt("outside-folder", lambda: os.chmod(os.path.dirname(sys.argv[1]), 0o777))
+            os.chdir(deep)
+            attempt("inside-from-there", lambda: os.utime("mine", (0, 0)))
+            attempt("outside-from-there", lambda: os.utime(os.path.relpath(sys.argv[1]), (0, 0)))
+            """
+        let confined = try Run.confined([Run.python, "-c", code, victim], in: scratch)
+        #expect(confined.output == [
+            "inside ok", "inside-folder ok", "edges []", "outside EPERM", "outside-folder EPERM", "inside-from-there ok", "outside-from-there EPERM",
+        ], "\(confined.stderr)")
+        #expect(try FileManager.default.attributesOfItem(atPath: victim)[.posixPermissions] as? Int == 0o600)
+    }
+
     @Test func attributesInReachReadExactlyAsTheKernelAnswers() throws {
         // The same calls on a file in reach: the supervisor's answers match
         // the kernel's, byte for byte and errno for errno.

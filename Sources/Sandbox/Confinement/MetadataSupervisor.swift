@@ -378,12 +378,14 @@ final class MetadataSupervisor {
             identity = try current.status().inodeIdentity
         }
         // Each ancestor is one fstatat of "../..", no descriptor opened or
-        // closed; every 1,024 levels the walk moves its start up.
+        // closed; every 64 levels the walk moves its start up, so that a deep
+        // folder costs a walk of at most 64 names per level, not its depth.
+        let stride = 64
         var level = 0
         for _ in 0..<4096 {
             if roots.contains(identity) { return true }
-            if level == 1024 {
-                current = try OwnedDescriptor(taking: syscallRetrying { csb_open_ancestor(current.rawValue, 1024) })
+            if level == stride {
+                current = try OwnedDescriptor(taking: syscallRetrying { csb_open_ancestor(current.rawValue, Int32(stride)) })
                 level = 0
             }
             level += 1
