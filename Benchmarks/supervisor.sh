@@ -9,7 +9,7 @@
 # chmod answered at once by a thread of the same process, blocking in RECV or
 # polling first (as the launcher does), with and without synchronous wake-ups
 # (see supervised-calls.c).
-#   Benchmarks/supervisor.sh [CALLS] [FILES] [RUNS]
+#   [BEFORE=old/sandboxed-run] [SKIP_BUILD=1] Benchmarks/supervisor.sh [CALLS] [FILES] [RUNS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 calls="${1:-20000}"
