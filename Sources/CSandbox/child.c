@@ -19,9 +19,11 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -112,6 +114,20 @@ static void csb_child(const struct csb_child_plan *plan, int report_fd, pid_t pa
     }
     if (plan->working_directory_fd >= 0) {
         if (fchdir(plan->working_directory_fd) != 0) csb_child_fail(report_fd, CSB_STAGE_CHDIR);
+        if (plan->reenter_working_directory) {
+            // The fd's mount belongs to the launcher's namespace, where
+            // getcwd() cannot find it from our root: enter the same folder
+            // by name in ours, and only if it is still that very inode.
+            struct stat verified, entered;
+            if (fstat(plan->working_directory_fd, &verified) != 0 || chdir(plan->working_directory) != 0
+                || stat(".", &entered) != 0) {
+                csb_child_fail(report_fd, CSB_STAGE_CHDIR);
+            }
+            if (verified.st_dev != entered.st_dev || verified.st_ino != entered.st_ino) {
+                errno = ESTALE;
+                csb_child_fail(report_fd, CSB_STAGE_CHDIR);
+            }
+        }
     } else if (plan->working_directory != NULL && chdir(plan->working_directory) != 0) {
         csb_child_fail(report_fd, CSB_STAGE_CHDIR);
     }
@@ -323,7 +339,83 @@ static int csb_keeper_end(const struct csb_keeper_plan *keeper, int signal_fd, p
     return status;
 }
 
-__attribute__((noreturn)) static void csb_keeper(const struct csb_child_plan *plan, const struct csb_keeper_plan *keeper, int report_fd) {
+// MARK: The keeper's namespaces
+//
+// When the kernel consents, the keeper is pid 1 of new pid and mount
+// namespaces: the sandbox gets a /dev/shm and a /proc of its own (POSIX
+// semaphores, Python's multiprocessing, the Swift runtime's
+// /proc/self/cmdline) without seeing the host's shared memory or processes.
+// Landlock still decides: the new mounts get rules here, through the fds
+// opened after mounting; nothing else changes.
+
+// Decimal digits of `value` at `out`, without printf (not async-signal-safe).
+static size_t csb_format_u64(char *out, uint64_t value) {
+    char digits[20];
+    size_t count = 0;
+    do { digits[count++] = (char)('0' + value % 10); value /= 10; } while (value != 0);
+    for (size_t i = 0; i < count; i++) out[i] = digits[count - 1 - i];
+    return count;
+}
+
+static int csb_write_proc_file(const char *path, const char *text, size_t length) {
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    ssize_t written = write(fd, text, length);
+    int saved = errno;
+    close(fd);
+    errno = saved;
+    return written == (ssize_t)length ? 0 : -1;
+}
+
+// "ID ID 1\n": the id maps to itself, and nothing else is mapped.
+static int csb_map_own_id(const char *path, uint64_t id) {
+    char line[48];
+    size_t at = csb_format_u64(line, id);
+    line[at++] = ' ';
+    at += csb_format_u64(line + at, id);
+    memcpy(line + at, " 1\n", 3);
+    return csb_write_proc_file(path, line, at + 3);
+}
+
+// A Landlock rule beneath the folder just mounted at `path` (0 when there is no ruleset).
+static int csb_rule_for_mount(int ruleset_fd, const char *path, uint64_t access) {
+    if (ruleset_fd < 0 || access == 0) return 0;
+    int fd = open(path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return -1;
+    int result = csb_landlock_add_path_rule(ruleset_fd, fd, access);
+    int saved = errno;
+    close(fd);
+    errno = saved;
+    return result;
+}
+
+// Runs first in a keeper cloned into new namespaces; returns the csb_namespaces bits.
+static int csb_keeper_enter_namespaces(const struct csb_child_plan *plan, const struct csb_keeper_plan *keeper,
+                                       int namespaces, int report_fd) {
+    if (namespaces & CSB_NAMESPACES_USER) {
+        if (csb_write_proc_file("/proc/self/setgroups", "deny", 4) != 0 && errno != ENOENT) csb_keeper_fail(report_fd, CSB_KEEPER_ID_MAP);
+        if (csb_map_own_id("/proc/self/uid_map", keeper->uid) != 0) csb_keeper_fail(report_fd, CSB_KEEPER_ID_MAP);
+        if (csb_map_own_id("/proc/self/gid_map", keeper->gid) != 0) csb_keeper_fail(report_fd, CSB_KEEPER_ID_MAP);
+    }
+    // Nothing mounted here may propagate back to the host's namespace.
+    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) csb_keeper_fail(report_fd, CSB_KEEPER_MOUNT);
+    // A missing /dev/shm or a refused mount only means less: the command
+    // then gets no /dev/shm and no /proc, as without namespaces.
+    char options[64] = "mode=1777,size=";
+    size_t at = strlen(options);
+    options[at + csb_format_u64(options + at, keeper->shm_size)] = '\0';
+    if (mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, options) == 0
+        && csb_rule_for_mount(plan->ruleset_fd, "/dev/shm", keeper->shm_access) == 0) {
+        namespaces |= CSB_NAMESPACES_SHM;
+    }
+    if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) == 0
+        && csb_rule_for_mount(plan->ruleset_fd, "/proc", keeper->proc_access) == 0) {
+        namespaces |= CSB_NAMESPACES_PROC;
+    }
+    return namespaces;
+}
+
+__attribute__((noreturn)) static void csb_keeper(const struct csb_child_plan *plan, const struct csb_keeper_plan *keeper, int report_fd, int namespaces) {
     // Every signal stays blocked (the launcher blocked all before fork); the
     // ones we act on arrive through a signalfd. Default dispositions, since
     // a launcher that ignores SIGCHLD would have its children auto-reaped.
@@ -337,6 +429,15 @@ __attribute__((noreturn)) static void csb_keeper(const struct csb_child_plan *pl
     // A session of our own: off the user's terminal, whose signals reach the
     // launcher, which forwards them once.
     if (setsid() < 0) csb_keeper_fail(report_fd, CSB_KEEPER_SESSION);
+    struct csb_child_plan child_plan = *plan;
+    if (namespaces != 0) {
+        namespaces = csb_keeper_enter_namespaces(plan, keeper, namespaces, report_fd);
+        // Inside a user namespace of its own the child holds every
+        // capability there: it must drop them all, bounding set included.
+        if (namespaces & CSB_NAMESPACES_USER) child_plan.drop_capabilities = 1;
+        child_plan.reenter_working_directory = child_plan.working_directory_fd >= 0 && child_plan.working_directory != NULL;
+    }
+    csb_report_send(report_fd, CSB_KEEPER_NAMESPACES, 0, namespaces, -1);
     prctl(PR_SET_NAME, "sandbox-keeper", 0, 0, 0);  // for ps; a failure changes nothing else
     if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0) csb_keeper_fail(report_fd, CSB_KEEPER_SUBREAPER);
     if (keeper->scope_signals) {
@@ -356,7 +457,7 @@ __attribute__((noreturn)) static void csb_keeper(const struct csb_child_plan *pl
     int signal_fd = signalfd(-1, &watched, SFD_CLOEXEC | SFD_NONBLOCK);
     if (signal_fd < 0) csb_keeper_fail(report_fd, CSB_KEEPER_SIGNALS);
 
-    pid_t command = csb_clone_child(plan, report_fd);
+    pid_t command = csb_clone_child(&child_plan, report_fd);
     if (command < 0) csb_keeper_fail(report_fd, CSB_KEEPER_FORK);
     // The child's failure, if any, is already in the socket, ahead of this.
     csb_report_send(report_fd, CSB_KEEPER_RUNNING, 0, command, -1);
@@ -410,6 +511,12 @@ static pid_t csb_fork(void) {
 #endif
 }
 
+// A fork into new namespaces: clone(2) without a stack runs on a copy of
+// ours, as fork does (and, like _Fork, without atfork handlers).
+static pid_t csb_clone_namespaced(int flags) {
+    return (pid_t)syscall(SYS_clone, (unsigned long)(flags | SIGCHLD), NULL, NULL, NULL, 0UL);
+}
+
 int csb_spawn_kept(const struct csb_child_plan *plan, const struct csb_keeper_plan *keeper,
                    pid_t *keeper_pid, int *keeper_pidfd, int *report_fd) {
     int sockets[2];
@@ -419,10 +526,24 @@ int csb_spawn_kept(const struct csb_child_plan *plan, const struct csb_keeper_pl
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
-    pid_t pid = csb_fork();
+    pid_t pid = -1;
+    int namespaces = 0;
+    if (keeper->private_namespaces) {
+        // Root needs no user namespace; anyone else may be refused one
+        // (Ubuntu's AppArmor, a sysctl): then the keeper is a plain fork.
+        if (geteuid() == 0) {
+            pid = csb_clone_namespaced(CLONE_NEWNS | CLONE_NEWPID);
+            if (pid >= 0) namespaces = CSB_NAMESPACES_PID_MOUNT;
+        }
+        if (pid < 0 && keeper->user_namespace_allowed) {
+            pid = csb_clone_namespaced(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWUSER);
+            if (pid >= 0) namespaces = CSB_NAMESPACES_PID_MOUNT | CSB_NAMESPACES_USER;
+        }
+    }
+    if (pid < 0) pid = csb_fork();
     if (pid == 0) {
         close(sockets[0]);  // only the launcher may hold this end: its closing is the keeper's cue
-        csb_keeper(plan, keeper, sockets[1]);
+        csb_keeper(plan, keeper, sockets[1], namespaces);
     }
     int saved = errno;
     pthread_sigmask(SIG_SETMASK, &old, NULL);

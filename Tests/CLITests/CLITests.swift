@@ -168,12 +168,26 @@ enum CLI {
     }
 }
 
+/// The host pid of the process whose argument list is exactly `arguments`.
+func hostProcess(running arguments: [String]) -> pid_t? {
+    let wanted = Data(arguments.joined(separator: "\0").utf8) + Data([0])
+    let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+    return entries.compactMap { pid_t($0) }.first { FileManager.default.contents(atPath: "/proc/\($0)/cmdline") == wanted }
+}
+
 @Suite struct ParentDeathTests {
     @Test func killingTheLauncherKillsTheCommand() throws {
         let home = CLI.Home()
-        let (process, out, _) = try CLI.start(["run", "--app", "a", "--", "/bin/sh", "-c", "echo $$; exec /bin/sleep 30"], home: home)
-        let line = String(decoding: out.fileHandleForReading.availableData, as: UTF8.self)
-        let child = try #require(pid_t(line.trimmingCharacters(in: .whitespacesAndNewlines)))
+        let marker = "30.\(UInt32.random(in: 1000...999_999))"
+        let (process, out, _) = try CLI.start(["run", "--app", "a", "--", "/bin/sh", "-c", "echo started; exec /bin/sleep \(marker)"], home: home)
+        #expect(String(decoding: out.fileHandleForReading.availableData, as: UTF8.self) == "started\n")
+        // The command's own $$ is its pid in the sandbox's namespace: find it as the host sees it.
+        var found: pid_t?
+        for _ in 0..<100 where found == nil {
+            found = hostProcess(running: ["/bin/sleep", marker])
+            if found == nil { Thread.sleep(forTimeInterval: 0.05) }
+        }
+        let child = try #require(found)
         #expect(kill(child, 0) == 0)
         kill(process.processIdentifier, SIGKILL)  // no chance to forward anything
         process.waitUntilExit()

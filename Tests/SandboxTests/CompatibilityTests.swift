@@ -10,6 +10,7 @@ import Testing
             app: try AppID("com.example.compat"), policy: .defaultPolicy, command: command,
             containerBase: scratch.containers, hostEnvironment: [:])
         request.compatibility = level
+        request.privateNamespaces = false  // an old kernel: no pid namespace to hide other processes either
         return request
     }
 

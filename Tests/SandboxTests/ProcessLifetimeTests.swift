@@ -242,10 +242,12 @@ private let doubleFork = """
 
     static let abi3 = KernelFeatures(landlockABI: 3, seccompFilter: true, seccompUserNotification: true)
 
-    func bestEffortOnABI3(_ command: [String], _ scratch: Scratch) throws -> (ConfinementPlan, Int32) {
+    /// An old kernel (no signal scope) that also refuses namespaces, unless `namespaces`.
+    func bestEffortOnABI3(_ command: [String], _ scratch: Scratch, namespaces: Bool = false) throws -> (ConfinementPlan, Int32) {
         var request = LaunchRequest(
             app: try AppID(Self.app), policy: .defaultPolicy, command: command, containerBase: scratch.containers, hostEnvironment: [:])
         request.compatibility = .bestEffort
+        request.privateNamespaces = namespaces
         let out = open(scratch.path + "/out", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         request.standardOutput = out
         request.standardInput = out
@@ -276,5 +278,17 @@ private let doubleFork = """
             #expect(error.description.contains("the keeper was killed by signal 9"), "\(error)")
             #expect(error.description.contains("may still run"))
         }
+    }
+
+    @Test func inItsOwnPidNamespaceTheCommandCannotKillTheKeeperEvenWithoutTheSignalScope() throws {
+        // The keeper is the namespace's init: the kernel drops SIGKILL sent to it from inside.
+        let scratch = Scratch()
+        let (plan, out) = try bestEffortOnABI3(
+            [Run.python, "-c", "import os; os.kill(os.getppid(), 9); print('keeper', os.getppid())"], scratch, namespaces: true)
+        defer { close(out) }
+        let process = try plan.launch()
+        try #require(process.namespaces.contains(.pidAndMount), "this kernel refused a pid namespace")
+        #expect(try process.wait() == .exited(0))
+        #expect(try String(contentsOfFile: scratch.path + "/out", encoding: .utf8) == "keeper 1\n")
     }
 }

@@ -171,6 +171,7 @@ struct csb_child_plan {
     char *const *envp;
     const char *working_directory;
     int working_directory_fd;      // fchdir here when >= 0: the folder the parent verified
+    int reenter_working_directory; // then chdir(working_directory) and check it is that folder (set by a keeper in a new mount namespace)
     int stdio[3];                  // fds to become 0, 1, 2
     const int *kept_fds;           // extra fds that survive exec, unchanged
     int kept_fds_count;
@@ -207,6 +208,30 @@ struct csb_keeper_plan {
     /// Kill every process of the command when the launcher's end of the
     /// report socket closes (the launcher died or dropped the command).
     int kill_when_launcher_exits;
+    /// Try to start the keeper as pid 1 of new mount and pid namespaces
+    /// (CSB_NAMESPACES_*), with a private tmpfs on /dev/shm and a procfs
+    /// that shows the sandbox's processes only; without the kernel's
+    /// consent the keeper starts as a plain fork and reports 0.
+    int private_namespaces;
+    /// Also try a user namespace mapping `uid`/`gid` to themselves (needed
+    /// without CAP_SYS_ADMIN; root is tried without one first).
+    int user_namespace_allowed;
+    uid_t uid;
+    gid_t gid;
+    /// Landlock rights added, in the keeper, beneath the new /proc and
+    /// /dev/shm (to `csb_child_plan.ruleset_fd`, before the child restricts itself).
+    uint64_t proc_access;
+    uint64_t shm_access;
+    /// The private /dev/shm's size limit, as tmpfs's `size=` option (bytes).
+    uint64_t shm_size;
+};
+
+/// What the keeper reports in CSB_KEEPER_NAMESPACES (a bit set).
+enum csb_namespaces {
+    CSB_NAMESPACES_PID_MOUNT = 1,  // the keeper is pid 1 of its own pid and mount namespaces
+    CSB_NAMESPACES_USER = 2,       // ... inside a user namespace of its own
+    CSB_NAMESPACES_SHM = 4,        // a private tmpfs is on /dev/shm, with a Landlock rule
+    CSB_NAMESPACES_PROC = 8,       // a procfs of the pid namespace is on /proc, with a Landlock rule
 };
 
 /// Messages the keeper adds to the child's report (the child's failures use `csb_child_stage`).
@@ -218,11 +243,16 @@ enum csb_keeper_message {
     CSB_KEEPER_LANDLOCK,
     CSB_KEEPER_SIGNALS,
     CSB_KEEPER_FORK,
+    CSB_KEEPER_NAMESPACES,      // value: csb_namespaces bits; sent before CSB_KEEPER_RUNNING
+    CSB_KEEPER_ID_MAP,          // failures of the namespace set-up, with errno
+    CSB_KEEPER_MOUNT,
 };
 
 static const uint32_t CSB_LANDLOCK_RESTRICT_SELF_LOG_SAME_EXEC_OFF = 1U << 0;  // ABI 7
 
-/// Forks the keeper (plain fork; it runs only async-signal-safe C), which
+/// Forks the keeper (plain fork, or a clone into new pid and mount namespaces
+/// when `private_namespaces` asks and the kernel consents; it runs only
+/// async-signal-safe C), which
 /// becomes a child subreaper in a session of its own, optionally enters a
 /// signal-scoped Landlock domain, and starts the confined child that applies
 /// `plan` and execs. The keeper relays SIGINT, SIGTERM, SIGHUP, SIGQUIT,

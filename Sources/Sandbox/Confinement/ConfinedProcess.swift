@@ -53,6 +53,13 @@ extension ConfinementPlan {
                             keeper.scope_signals = keeperScopesSignals ? 1 : 0
                             keeper.scope_restrict_flags = keeperRestrictFlags
                             keeper.kill_when_launcher_exits = request.dieWithParent ? 1 : 0
+                            keeper.private_namespaces = request.privateNamespaces ? 1 : 0
+                            keeper.user_namespace_allowed = 1
+                            keeper.uid = geteuid()
+                            keeper.gid = getegid()
+                            keeper.proc_access = ruleset?.rights(.readOnly).rawValue ?? 0
+                            keeper.shm_access = ruleset?.rights(.readWrite).rawValue ?? 0
+                            keeper.shm_size = Self.sharedMemorySize
                             return csb_spawn_kept(&plan, &keeper, &keeperPID, &pidfd, &reportFD)
                         }
                     }
@@ -65,6 +72,7 @@ extension ConfinementPlan {
             endsWithLauncher: request.dieWithParent)
 
         var listener: OwnedDescriptor?
+        var namespaces = ConfinedProcess.Namespaces()
         while true {
             let message: Keeper.Message
             do {
@@ -76,10 +84,12 @@ extension ConfinementPlan {
             switch message {
             case .running(let pid):
                 return ConfinedProcess(
-                    pid: pid, keeper: keeper, listener: listener, relay: relay,
+                    pid: pid, keeper: keeper, listener: listener, relay: relay, namespaces: namespaces,
                     supervisor: MetadataSupervisor(writableRoots: writableRoots, readableRoots: readableRoots))
             case .listener(let fd):
                 listener = fd
+            case .namespaces(let bits):
+                namespaces = ConfinedProcess.Namespaces(rawValue: bits)
             case .failed(let stage, let error):
                 keeper.abandon()
                 throw Self.failure(stage: stage, errno: error, command: arguments[0])
@@ -89,6 +99,9 @@ extension ConfinementPlan {
             }
         }
     }
+
+    /// The private /dev/shm's limit, as Docker's default.
+    static let sharedMemorySize: UInt64 = 64 << 20
 
     static func failure(stage: CInt, errno: Errno, command: String) -> SandboxError {
         if stage == CSB_STAGE_EXEC.rawValue {
@@ -104,6 +117,8 @@ extension ConfinementPlan {
             CSB_KEEPER_SESSION.rawValue: "setsid in the keeper", CSB_KEEPER_SUBREAPER.rawValue: "PR_SET_CHILD_SUBREAPER in the keeper",
             CSB_KEEPER_LANDLOCK.rawValue: "the keeper's Landlock signal scope", CSB_KEEPER_SIGNALS.rawValue: "the keeper's signals",
             CSB_KEEPER_FORK.rawValue: "forking the command from the keeper",
+            CSB_KEEPER_ID_MAP.rawValue: "mapping the keeper's uid and gid in its user namespace",
+            CSB_KEEPER_MOUNT.rawValue: "making the keeper's mounts private",
         ]
         return .setup(step: steps[UInt32(stage)] ?? "child stage \(stage)", errno: errno)
     }
@@ -131,6 +146,7 @@ final class Keeper: @unchecked Sendable {
     enum Message {
         case listener(OwnedDescriptor)
         case running(pid_t)
+        case namespaces(CInt)
         case failed(stage: CInt, errno: Errno)
         case exited(status: CInt)
         /// End of file: the keeper exited.
@@ -151,6 +167,7 @@ final class Keeper: @unchecked Sendable {
             guard let fd else { throw .protocolError }
             return .listener(fd)
         case CSB_KEEPER_RUNNING.rawValue: return .running(value)
+        case CSB_KEEPER_NAMESPACES.rawValue: return .namespaces(value)
         case CSB_KEEPER_EXITED.rawValue: return .exited(status: value)
         default: return .failed(stage: stage, errno: Errno(rawValue: error))
         }
@@ -174,15 +191,34 @@ final class Keeper: @unchecked Sendable {
 /// terminal relay, so a caller must wait for the command to make progress.
 /// Dropping it without waiting ends the command and every process it started.
 public final class ConfinedProcess: @unchecked Sendable {
-    /// The command's pid; its parent is the keeper, which reaps it.
+    /// The command's pid, as the command sees it (in its own pid namespace
+    /// when `namespaces` has one); its parent is the keeper, which reaps it.
     public let pid: pid_t
+    /// The namespaces the kernel consented to (`LaunchRequest.privateNamespaces`).
+    public let namespaces: Namespaces
     let keeper: Keeper
     let listener: OwnedDescriptor?
     let relay: TerminalRelay?
     let supervisor: MetadataSupervisor
 
-    init(pid: pid_t, keeper: Keeper, listener: OwnedDescriptor?, relay: TerminalRelay?, supervisor: MetadataSupervisor) {
+    /// What the keeper set up: empty when the kernel refused namespaces
+    /// (then the command has no /dev/shm and no /proc, as before).
+    public struct Namespaces: OptionSet, Sendable {
+        public let rawValue: CInt
+        public init(rawValue: CInt) { self.rawValue = rawValue }
+        /// The keeper is pid 1 of pid and mount namespaces of the command's own.
+        public static let pidAndMount = Namespaces(rawValue: CInt(CSB_NAMESPACES_PID_MOUNT.rawValue))
+        /// ... inside a user namespace mapping the launcher's uid and gid to themselves.
+        public static let user = Namespaces(rawValue: CInt(CSB_NAMESPACES_USER.rawValue))
+        /// A private tmpfs on /dev/shm, readable and writable.
+        public static let sharedMemory = Namespaces(rawValue: CInt(CSB_NAMESPACES_SHM.rawValue))
+        /// A procfs of the pid namespace on /proc, read-only.
+        public static let proc = Namespaces(rawValue: CInt(CSB_NAMESPACES_PROC.rawValue))
+    }
+
+    init(pid: pid_t, keeper: Keeper, listener: OwnedDescriptor?, relay: TerminalRelay?, namespaces: Namespaces, supervisor: MetadataSupervisor) {
         self.pid = pid
+        self.namespaces = namespaces
         self.keeper = keeper
         self.listener = listener
         self.relay = relay

@@ -59,6 +59,10 @@ public struct LaunchRequest: Sendable {
     /// Whether the command gets a pseudo-terminal of its own when one of its
     /// stdin, stdout and stderr is a terminal (see `TerminalChoice`).
     public var terminal: TerminalChoice = .automatic
+    /// Start the command in pid and mount namespaces of its own, when the
+    /// kernel consents, for a private /dev/shm and a /proc that shows only
+    /// the sandbox's processes (see `ConfinedProcess.namespaces`).
+    public var privateNamespaces = true
 
     public init(app: AppID, policy: Policy, command: [String], containerBase: String, hostEnvironment: [String: String]) {
         self.app = app

@@ -242,11 +242,13 @@ final class MetadataSupervisor {
             case "self": process = try threadGroup(of: caller)
             case "thread-self": process = caller
             default:
+                // P is as the child sees it: in its own pid namespace, if it has one.
                 guard let named = canonicalNumber(parts[2]) else { return nil }
-                if named == caller {
+                let ids = try identities(of: caller)
+                if named == ids.innermostThread {
                     process = caller
-                } else if try named == threadGroup(of: caller) {
-                    process = named
+                } else if named == ids.innermostProcess {
+                    process = ids.process
                 } else {
                     return nil
                 }
@@ -271,14 +273,25 @@ final class MetadataSupervisor {
 
     /// The process a thread belongs to (`Tgid:` in /proc/TID/status).
     private static func threadGroup(of thread: pid_t) throws(Errno) -> pid_t {
+        try identities(of: thread).process
+    }
+
+    /// A thread's process, and both ids as the thread itself sees them (the
+    /// last of `NStgid:` and `NSpid:`, its innermost pid namespace).
+    private static func identities(of thread: pid_t) throws(Errno) -> (process: pid_t, innermostProcess: pid_t, innermostThread: pid_t) {
         let fd = try syscallRetrying { Glibc.open("/proc/\(thread)/status", O_RDONLY | O_CLOEXEC) }
         let file = OwnedDescriptor(taking: fd)
         var buffer = [UInt8](repeating: 0, count: 4096)
         let count = try syscallRetrying { buffer.withUnsafeMutableBytes { read(file.rawValue, $0.baseAddress, $0.count) } }
-        let status = String(decoding: buffer[0..<count], as: UTF8.self)
-        guard let line = status.split(separator: "\n").first(where: { $0.hasPrefix("Tgid:") }),
-              let tgid = pid_t(line.dropFirst("Tgid:".count).drop(while: { $0 == " " || $0 == "\t" })) else { throw .noSuchProcess }
-        return tgid
+        let lines = String(decoding: buffer[0..<count], as: UTF8.self).split(separator: "\n")
+        func values(_ key: String) -> [pid_t] {
+            guard let line = lines.first(where: { $0.hasPrefix(key) }) else { return [] }
+            return line.dropFirst(key.count).split(whereSeparator: { $0 == " " || $0 == "\t" }).compactMap { pid_t($0) }
+        }
+        guard let tgid = values("Tgid:").first, let nsTgid = values("NStgid:").last, let nsPid = values("NSpid:").last else {
+            throw .noSuchProcess
+        }
+        return (tgid, nsTgid, nsPid)
     }
 
     /// The file the child's descriptor `fd` holds. A descriptor the child

@@ -87,6 +87,10 @@ final class LandlockRuleset {
 
     /// Allows `access` beneath the inode that `fd` holds: the rule binds to
     /// that inode, so the caller must pass the fd it verified.
+    /// `access` as this ruleset handles it: what a rule added later, in the
+    /// keeper, may carry.
+    func rights(_ access: Landlock.FileAccess) -> Landlock.FileAccess { access.intersection(handledFiles) }
+
     func allow(_ access: Landlock.FileAccess, beneath fd: OwnedDescriptor) throws(Errno) {
         var rights = access.intersection(handledFiles)
         if try !fd.status().isDirectory { rights.formIntersection(.fileOnly) }
