@@ -8,6 +8,7 @@ let package = Package(
         .executable(name: "sandboxed-run", targets: ["sandboxed-run"]),
         .library(name: "Sandbox", targets: ["Sandbox"]),
         .library(name: "Grants", targets: ["Grants"]),
+        .library(name: "Coordination", targets: ["Coordination"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -47,10 +48,16 @@ let package = Package(
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),
+        // Coordinated writes into folders a sync daemon also touches: no crypto, no SQLite.
+        .target(
+            name: "Coordination",
+            dependencies: ["Sandbox", "CSandbox", .product(name: "SystemPackage", package: "swift-system")],
+            exclude: ["PROTOCOL.md"]
+        ),
         .executableTarget(
             name: "sandboxed-run",
             dependencies: [
-                "Sandbox", "Grants",
+                "Sandbox", "Grants", "Coordination",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -64,6 +71,7 @@ let package = Package(
         .testTarget(name: "SandboxTests", dependencies: ["Sandbox", "CSandbox"]),
         .testTarget(name: "GrantsTests", dependencies: ["Grants", "Sandbox", "CSandbox"]),
         .testTarget(name: "CLITests", dependencies: ["sandboxed-run", "grants-benchmark"]),
+        .testTarget(name: "CoordinationTests", dependencies: ["Coordination", "Sandbox", "sandboxed-run"]),
     ],
     swiftLanguageModes: [.v6]
 )

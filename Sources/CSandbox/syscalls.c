@@ -486,3 +486,58 @@ void csb_window_unwatch(int fd) {
         return;
     }
 }
+
+// MARK: Coordination
+
+const short CSB_F_RDLCK = F_RDLCK;
+const short CSB_F_WRLCK = F_WRLCK;
+const short CSB_F_UNLCK = F_UNLCK;
+
+int csb_ofd_lock(int fd, short type, int wait) {
+    struct flock lock = { .l_type = type, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0, .l_pid = 0 };
+    return fcntl(fd, wait ? F_OFD_SETLKW : F_OFD_SETLK, &lock);
+}
+
+int csb_open_regular(int dirfd, const char *name, int flags, unsigned int mode) {
+    // Look before opening: opening a device or a FIFO can have effects of its own.
+    struct stat before;
+    if (fstatat(dirfd, name, &before, AT_SYMLINK_NOFOLLOW) == 0) {
+        if (S_ISLNK(before.st_mode)) { errno = ELOOP; return -1; }
+        if (!S_ISREG(before.st_mode)) { errno = EINVAL; return -1; }
+    } else if (errno != ENOENT || !(flags & O_CREAT)) {
+        return -1;
+    }
+    int fd = openat(dirfd, name, flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, mode);
+    if (fd < 0) return -1;
+    struct stat st;
+    int status_ok = fstat(fd, &st) == 0;
+    if (!status_ok || !S_ISREG(st.st_mode)) {
+        int saved = status_ok ? EINVAL : errno;
+        close(fd);
+        errno = saved;
+        return -1;
+    }
+    int status = fcntl(fd, F_GETFL);
+    if (status < 0 || fcntl(fd, F_SETFL, status & ~O_NONBLOCK) != 0) {
+        int saved = errno;
+        close(fd);
+        errno = saved;
+        return -1;
+    }
+    return fd;
+}
+
+// MARK: Arguments
+
+static int csb_argc;
+static char *const *csb_argv;
+
+// glibc calls ELF constructors with (argc, argv, envp).
+__attribute__((constructor)) static void csb_save_arguments(int argc, char **argv, char **envp) {
+    (void)envp;
+    csb_argc = argc;
+    csb_argv = argv;
+}
+
+int csb_saved_argc(void) { return csb_argc; }
+char *const *csb_saved_argv(void) { return csb_argv; }

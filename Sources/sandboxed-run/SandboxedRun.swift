@@ -1,5 +1,6 @@
 @preconcurrency import Glibc
 import ArgumentParser
+import CSandbox
 import Grants
 import Sandbox
 import SystemPackage
@@ -16,7 +17,7 @@ struct SandboxedRun: ParsableCommand {
             """,
         // Every command names itself: otherwise ArgumentParser derives each name
         // with String(describing:), a third of the launcher's start-up (callgrind).
-        subcommands: [Run.self, Pick.self, Resolve.self, GrantsCommand.self, Container.self, Doctor.self]
+        subcommands: [Run.self, Pick.self, Resolve.self, GrantsCommand.self, Container.self, Doctor.self, Append.self, Coordinate.self]
     )
 
     /// Runs a command and turns every failure into one line on stderr and a documented exit code.
@@ -24,7 +25,7 @@ struct SandboxedRun: ParsableCommand {
         // `run ... -- COMMAND ARGS`: the command is taken verbatim, not parsed,
         // so its length costs nothing (the parser is quadratic in passthrough
         // arguments: 100,000 of them took over two minutes).
-        var options = Array(CommandLine.arguments.dropFirst())
+        var options = Array(Self.arguments.dropFirst())
         var passthrough: [String]?
         if options.first == "run", let separator = options.firstIndex(of: "--") {
             passthrough = Array(options[(separator + 1)...])
@@ -50,6 +51,17 @@ struct SandboxedRun: ParsableCommand {
             Console.error(fullMessage(for: error).split(separator: "\n").joined(separator: " ") + " (see sandboxed-run --help)")
             Glibc.exit(125)
         }
+    }
+}
+
+extension SandboxedRun {
+    /// argv as the loader passed it. The Swift runtime reads
+    /// /proc/self/cmdline instead, which a sandbox without a /proc of its own
+    /// cannot read: and `$SANDBOXED_RUN append` runs inside sandboxes.
+    static var arguments: [String] {
+        let count = Int(csb_saved_argc())
+        guard count > 0, let argv = csb_saved_argv() else { return CommandLine.arguments }
+        return (0..<count).map { String(cString: argv[$0]!) }
     }
 }
 

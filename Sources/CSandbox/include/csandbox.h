@@ -292,3 +292,27 @@ int csb_window_watch(void);
 void csb_window_unwatch(int fd);
 
 #endif
+
+// MARK: Coordination
+
+/// `fcntl(F_OFD_SETLK / F_OFD_SETLKW)` on the whole file: `type` is F_RDLCK,
+/// F_WRLCK or F_UNLCK. Open file description locks belong to the open file,
+/// not the process, so threads exclude each other too, and they vanish when
+/// the last descriptor closes (a killed holder releases them).
+int csb_ofd_lock(int fd, short type, int wait);
+extern const short CSB_F_RDLCK;
+extern const short CSB_F_WRLCK;
+extern const short CSB_F_UNLCK;
+
+/// `openat(2)` of a regular file, never following a last-component link and
+/// never blocking on a FIFO (O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, then
+/// O_NONBLOCK cleared): ELOOP for a link, EINVAL for anything but a regular file.
+int csb_open_regular(int dirfd, const char *name, int flags, unsigned int mode);
+
+// MARK: Arguments
+
+/// The process's argc/argv as the ELF loader passed them, saved by a
+/// constructor: the Swift runtime reads /proc/self/cmdline instead, which a
+/// sandbox without /proc cannot read.
+int csb_saved_argc(void);
+char *const *csb_saved_argv(void);

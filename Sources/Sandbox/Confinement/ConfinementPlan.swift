@@ -53,14 +53,15 @@ public final class ConfinementPlan: @unchecked Sendable {
 
         container = try AppContainer.current(for: request.app, base: request.containerBase)
         arguments = request.command
-        environment = try Self.environment(for: request, container: container)
+        let launcher = request.exposeLauncher ? LauncherFiles.current : nil
+        environment = try Self.environment(for: request, container: container, launcher: launcher?.executable)
 
         let containerFolder = try FolderRule(
             name: "container", path: FilePath(container.root), descriptor: Self.openVerified(container.root), access: .readWrite)
         let folders = [containerFolder] + request.folders
         writableRoots = folders.filter { $0.access == .readWrite }.map(\.descriptor)
 
-        let systemPaths = Self.openSystemPaths(policy)
+        let systemPaths = Self.openSystemPaths(policy) + (launcher?.rules ?? [])
         try Self.checkNothingProtected(systemPaths: systemPaths, grants: request.folders, policy: policy, protected: request.protectedFolders)
         readableRoots = systemPaths.map(\.descriptor) + folders.map(\.descriptor)
 
@@ -218,7 +219,7 @@ public final class ConfinementPlan: @unchecked Sendable {
         }
     }
 
-    private static func environment(for request: LaunchRequest, container: AppContainer) throws(SandboxError) -> [[UInt8]] {
+    private static func environment(for request: LaunchRequest, container: AppContainer, launcher: FilePath?) throws(SandboxError) -> [[UInt8]] {
         var variables: [String: [UInt8]] = [
             "PATH": Array(sandboxPath.utf8),
             "LANG": Array((request.hostEnvironment["LANG"] ?? "C.UTF-8").utf8),
@@ -228,6 +229,7 @@ public final class ConfinementPlan: @unchecked Sendable {
             "SANDBOX_CONTAINER": Array(container.root.utf8),
         ]
         if let term = request.hostEnvironment["TERM"] { variables["TERM"] = Array(term.utf8) }
+        if let launcher { variables["SANDBOXED_RUN"] = launcher.bytes }
         for name in request.keptEnvironment {
             try validate(name)
             if let value = request.hostEnvironment[name] { variables[name] = Array(value.utf8) }
@@ -249,4 +251,51 @@ public final class ConfinementPlan: @unchecked Sendable {
         }
     }
 
+}
+
+/// The launcher's executable, and the libraries it loaded from outside the
+/// usual system paths (a debug build's Swift runtime): what the sandbox
+/// needs to run `$SANDBOXED_RUN append`. Read and execute on these files only.
+struct LauncherFiles {
+    let executable: FilePath
+    let rules: [FolderRule]
+
+    static var current: LauncherFiles? {
+        guard let executable = try? FilePath(bytes: Array(readLink("/proc/self/exe"))) else { return nil }
+        var paths = [executable]
+        if let maps = try? readAll("/proc/self/maps") {
+            for line in maps.split(separator: UInt8(ascii: "\n")) {
+                // "start-end r-xp offset dev inode   /path": executable mappings of files only.
+                let fields = line.split(separator: UInt8(ascii: " "), maxSplits: 5, omittingEmptySubsequences: true)
+                let name = fields.count == 6 ? fields[5].drop { $0 == UInt8(ascii: " ") } : []
+                guard fields[1].starts(with: Array("r-x".utf8)), name.first == UInt8(ascii: "/") else { continue }
+                let path = FilePath(bytes: Array(name))
+                let covered = ["/usr/", "/lib/", "/lib64/", "/bin/", "/sbin/"].contains { path.bytes.starts(with: Array($0.utf8)) }
+                if !covered, !paths.contains(path) { paths.append(path) }
+            }
+        }
+        let rules = paths.compactMap { path -> FolderRule? in
+            guard let fd = try? OwnedDescriptor.openPath(path, follow: true), (try? fd.status())?.isRegularFile == true else { return nil }
+            return FolderRule(name: "system", path: path, descriptor: fd, access: .readExecute)
+        }
+        return LauncherFiles(executable: executable, rules: rules)
+    }
+
+    private static func readLink(_ path: String) throws -> [UInt8] {
+        var buffer = [UInt8](repeating: 0, count: Int(PATH_MAX) + 1)
+        let count = buffer.withUnsafeMutableBytes { readlink(path, $0.baseAddress!.assumingMemoryBound(to: CChar.self), Int(PATH_MAX)) }
+        guard count > 0 else { throw Errno(rawValue: errno) }
+        return Array(buffer[0..<count])
+    }
+
+    private static func readAll(_ path: String) throws -> [UInt8] {
+        let file = OwnedDescriptor(taking: try syscallRetrying { open(path, O_RDONLY | O_CLOEXEC) })
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let count = try syscallRetrying { chunk.withUnsafeMutableBytes { read(file.rawValue, $0.baseAddress, $0.count) } }
+            if count == 0 { return bytes }
+            bytes += chunk[0..<count]
+        }
+    }
 }

@@ -59,6 +59,10 @@ public struct LaunchRequest: Sendable {
     /// Whether the command gets a pseudo-terminal of its own when one of its
     /// stdin, stdout and stderr is a terminal (see `TerminalChoice`).
     public var terminal: TerminalChoice = .automatic
+    /// Let the command run the launcher's own executable (read and execute
+    /// on that file and the libraries it loaded from outside the system
+    /// paths, nothing else), as `$SANDBOXED_RUN`: for `$SANDBOXED_RUN append`.
+    public var exposeLauncher = true
     /// Start the command in pid and mount namespaces of its own, when the
     /// kernel consents, for a private /dev/shm and a /proc that shows only
     /// the sandbox's processes (see `ConfinedProcess.namespaces`).

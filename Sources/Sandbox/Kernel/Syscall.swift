@@ -39,6 +39,7 @@ extension stat {
     var inodeIdentity: InodeIdentity { InodeIdentity(device: UInt64(st_dev), inode: UInt64(st_ino)) }
     var isDirectory: Bool { (st_mode & S_IFMT) == S_IFDIR }
     var isSymlink: Bool { (st_mode & S_IFMT) == S_IFLNK }
+    var isRegularFile: Bool { (st_mode & S_IFMT) == S_IFREG }
 }
 
 /// (st_dev, st_ino): only meaningful while the inode is pinned by an open fd,

@@ -1,0 +1,39 @@
+import Sandbox
+import SystemPackage
+
+/// Why a coordinated read or write did not happen. When one is thrown,
+/// nothing was written: a record either landed whole or not at all.
+public enum CoordinationError: Error, Equatable, CustomStringConvertible {
+    /// A FIFO, device, socket or folder where a regular file should be.
+    case notARegularFile(FilePath)
+    /// A symbolic link where the item should be: never followed.
+    case link(FilePath)
+    /// Only the placeholder `.NAME.icloud` is on disk: the file must be downloaded first.
+    case placeholder(FilePath)
+    /// Another party held the item longer than the timeout.
+    case timedOut(FilePath, seconds: Double)
+    /// A record for `append` must be one line: no newline, no NUL.
+    case notOneLine
+    /// `.NAME.sr-journal` is not one this protocol wrote.
+    case damagedJournal(FilePath)
+    case system(operation: String, path: FilePath, errno: Errno)
+
+    public var description: String {
+        switch self {
+        case .notARegularFile(let path):
+            "\(Printable.path(path)) is not a regular file (a folder, FIFO, device or socket): nothing was written"
+        case .link(let path):
+            "\(Printable.path(path)) is a symbolic link, which coordination never follows: name the file itself"
+        case .placeholder(let path):
+            "\(Printable.path(path)) is not downloaded (only its placeholder is on disk): download it first, or queue the write"
+        case .timedOut(let path, let seconds):
+            "\(Printable.path(path)) stayed locked by another writer or reader for \(seconds) s: nothing was written; try again"
+        case .notOneLine:
+            "a record must be one line: it may not contain a newline or NUL"
+        case .damagedJournal(let path):
+            "\(Printable.path(path)) is not a journal this protocol wrote: inspect it, then delete it"
+        case .system(let operation, let path, let errno):
+            "\(operation) \(Printable.path(path)): \(errno)"
+        }
+    }
+}

@@ -1,0 +1,250 @@
+@preconcurrency import Glibc
+import CSandbox
+import Sandbox
+import SystemPackage
+
+/// Coordinates reads and writes of one file with every other process that
+/// follows the same protocol (PROTOCOL.md beside this file), as
+/// NSFileCoordinator does on Apple systems: a sync daemon outside the
+/// sandbox and a writer inside it see each other through kernel locks on the
+/// file itself, with no lock server and no file outside the file's folder.
+///
+/// Readers share the item; writers have it alone. A party that waited while
+/// the item was replaced (renamed over) works on the new file, never on the
+/// unlinked one. Every lock is an open file description lock: it goes away
+/// when its holder dies, however it dies.
+public struct FileCoordinator: Sendable {
+    /// How long to wait for another party; nil waits for ever.
+    public var timeout: Duration?
+
+    public init(timeout: Duration? = .seconds(30)) {
+        self.timeout = timeout
+    }
+
+    public struct ReadingOptions: OptionSet, Sendable {
+        public let rawValue: Int
+        public init(rawValue: Int) { self.rawValue = rawValue }
+        /// Read what is on disk as it is (no journal recovery first).
+        public static let withoutChanges = ReadingOptions(rawValue: 1)
+    }
+
+    /// The intents of NSFileCoordinator.WritingOptions.
+    public enum WritingIntent: Sendable {
+        /// Changing the file in place (appending): the block gets the file itself, opened for appending.
+        case forMerging
+        /// Writing it anew: the block writes a temporary file beside it, which replaces the item when the block returns.
+        case forReplacing
+        /// The block deletes the item.
+        case forDeleting
+        /// The block moves the item.
+        case forMoving
+    }
+
+    /// What a coordinated block works on: valid only inside the block.
+    public struct Item {
+        /// Where to read or write: the item, or for `.forReplacing` the temporary file that will replace it.
+        public let path: FilePath
+        /// Open on `path` (nil for deleting and moving, or for reading an item that does not exist).
+        public let descriptor: FileDescriptor?
+    }
+
+    // MARK: Reading
+
+    /// Runs `body` while no coordinated writer changes the item. `body` gets
+    /// a descriptor open for reading, or nil when the item does not exist.
+    public func coordinate<T>(readingItemAt path: FilePath, options: ReadingOptions = [], _ body: (Item) throws -> T) throws -> T {
+        let folder = try Self.folder(of: path)
+        let name = try Self.name(of: path)
+        if !options.contains(.withoutChanges), Journal.exists(in: folder, for: name) {
+            // A writer died mid-record: roll it back first, if we may write.
+            if let writable = try? lock(name, in: folder, path: path, flags: O_RDWR, create: false, type: CSB_F_WRLCK) {
+                try Journal.recover(in: folder, for: name, item: writable, path: path)
+            }
+        }
+        guard let item = try lock(name, in: folder, path: path, flags: O_RDONLY, create: false, type: CSB_F_RDLCK) else {
+            return try body(Item(path: path, descriptor: nil))
+        }
+        return try body(Item(path: path, descriptor: FileDescriptor(rawValue: item.rawValue)))
+    }
+
+    // MARK: Writing
+
+    /// Runs `body` while no other coordinated party uses the item.
+    public func coordinate<T>(writingItemAt path: FilePath, options intent: WritingIntent = .forMerging, _ body: (Item) throws -> T) throws -> T {
+        let folder = try Self.folder(of: path)
+        let name = try Self.name(of: path)
+        try Placeholder.refuseIfEvicted(name, in: folder, path: path)
+        switch intent {
+        case .forMerging:
+            let item = try lock(name, in: folder, path: path, flags: O_RDWR | O_APPEND, create: true, type: CSB_F_WRLCK)!
+            try Journal.recover(in: folder, for: name, item: item, path: path)
+            return try body(Item(path: path, descriptor: FileDescriptor(rawValue: item.rawValue)))
+        case .forReplacing:
+            // Held on the old inode until the new one is in place; waiters
+            // then find the name moved on, and retry on the new file.
+            let old = try lock(name, in: folder, path: path, flags: O_RDWR, create: false, type: CSB_F_WRLCK)
+            var mode: mode_t = 0o644
+            if let old { mode = (try? old.status().st_mode).map { $0 & 0o777 } ?? mode }
+            let temporary = Self.temporaryName(for: name)
+            let fd: CInt
+            do {
+                fd = try syscallRetrying { openat(folder.rawValue, temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode) }
+            } catch {
+                throw CoordinationError.system(operation: "creating a temporary file beside", path: path, errno: error)
+            }
+            let written = OwnedDescriptor(taking: fd)
+            let temporaryPath = path.removingLastComponent().pushing(Self.display(temporary))
+            do {
+                let result = try body(Item(path: temporaryPath, descriptor: FileDescriptor(rawValue: written.rawValue)))
+                _ = fchmod(written.rawValue, mode)  // the umask may have narrowed it
+                do {
+                    _ = try syscallRetrying { renameat(folder.rawValue, temporary, folder.rawValue, name) }
+                } catch {
+                    throw CoordinationError.system(operation: "replacing", path: path, errno: error)
+                }
+                withExtendedLifetime(old) {}
+                return result
+            } catch {
+                _ = unlinkat(folder.rawValue, temporary, 0)
+                throw error
+            }
+        case .forDeleting, .forMoving:
+            // Held until the block has deleted or moved it: waiters then find the name gone.
+            let item = try lock(name, in: folder, path: path, flags: O_RDWR, create: false, type: CSB_F_WRLCK)
+            defer { withExtendedLifetime(item) {} }
+            return try body(Item(path: path, descriptor: nil))
+        }
+    }
+
+    /// Appends `record` and a newline as one whole line, with the merging
+    /// intent. Returns only once the line is in the file; throws with
+    /// nothing written otherwise. A last line without its newline (an
+    /// editor's) is ended first, so the record never joins it.
+    public func append(line record: [UInt8], to path: FilePath) throws {
+        guard !record.contains(UInt8(ascii: "\n")), !record.contains(0) else { throw CoordinationError.notOneLine }
+        try coordinate(writingItemAt: path, options: .forMerging) { item in
+            let fd = item.descriptor!.rawValue
+            var status = stat()
+            guard fstat(fd, &status) == 0 else { throw CoordinationError.system(operation: "fstat", path: path, errno: Errno(rawValue: errno)) }
+            let size = Int64(status.st_size)
+            var last: UInt8 = UInt8(ascii: "\n")
+            if size > 0, pread(fd, &last, 1, off_t(size - 1)) != 1 {
+                throw CoordinationError.system(operation: "reading the end of", path: path, errno: Errno(rawValue: errno))
+            }
+            let data = (last == UInt8(ascii: "\n") ? [] : [UInt8(ascii: "\n")]) + record + [UInt8(ascii: "\n")]
+            try Journal.append(data, at: size, to: fd, path: path, folder: try Self.folder(of: path), name: try Self.name(of: path))
+        }
+    }
+
+    /// Replaces the item's contents with `data` (temporary file, renamed
+    /// over): a coordinated reader sees the old file or the new one, whole.
+    public func replace(contentsOf path: FilePath, with data: [UInt8]) throws {
+        try coordinate(writingItemAt: path, options: .forReplacing) { item in
+            try Self.writeAll(data, to: item.descriptor!.rawValue, path: path)
+        }
+    }
+
+    // MARK: The protocol's lock
+
+    /// Opens `name` in `folder` (a regular file, no link), takes the lock,
+    /// and checks that the name still leads to the locked inode; retries
+    /// when it was replaced meanwhile. nil when it does not exist and
+    /// `create` is false.
+    func lock(_ name: [CChar], in folder: OwnedDescriptor, path: FilePath, flags: CInt, create: Bool, type: Int16) throws -> OwnedDescriptor? {
+        let deadline = timeout.map { ContinuousClock.now + $0 }
+        while true {
+            let fd = csb_open_regular(folder.rawValue, name, flags | (create ? O_CREAT : 0), 0o666)
+            if fd < 0 {
+                let error = Errno(rawValue: errno)
+                switch error {
+                case .noSuchFileOrDirectory where !create: return nil
+                case .interrupted: continue
+                case .tooManySymbolicLinkLevels: throw CoordinationError.link(path)
+                case .invalidArgument, Errno(rawValue: ENXIO): throw CoordinationError.notARegularFile(path)
+                default: throw CoordinationError.system(operation: "opening", path: path, errno: error)
+                }
+            }
+            let item = OwnedDescriptor(taking: fd)
+            try acquire(item, type: type, path: path, deadline: deadline)
+            var locked = stat()
+            var named = stat()
+            guard fstat(item.rawValue, &locked) == 0 else { throw CoordinationError.system(operation: "fstat", path: path, errno: Errno(rawValue: errno)) }
+            if fstatat(folder.rawValue, name, &named, AT_SYMLINK_NOFOLLOW) == 0, locked.st_nlink > 0,
+               named.st_dev == locked.st_dev, named.st_ino == locked.st_ino {
+                return item
+            }
+            // Replaced, moved or deleted while we waited: start again on what the name holds now.
+            if let deadline, ContinuousClock.now >= deadline { throw CoordinationError.timedOut(path, seconds: Self.seconds(timeout)) }
+        }
+    }
+
+    private func acquire(_ item: OwnedDescriptor, type: Int16, path: FilePath, deadline: ContinuousClock.Instant?) throws {
+        guard let deadline else {
+            do { _ = try syscallRetrying { csb_ofd_lock(item.rawValue, type, 1) } } catch {
+                throw CoordinationError.system(operation: "locking", path: path, errno: error)
+            }
+            return
+        }
+        // F_OFD_SETLKW cannot time out without a signal, which a library may
+        // not take over: poll, from 50 µs up to 2 ms between tries.
+        var pause: useconds_t = 50
+        while csb_ofd_lock(item.rawValue, type, 0) != 0 {
+            let error = Errno(rawValue: errno)
+            guard error == .resourceTemporarilyUnavailable || error == .permissionDenied || error == .interrupted else {
+                throw CoordinationError.system(operation: "locking", path: path, errno: error)
+            }
+            if ContinuousClock.now >= deadline { throw CoordinationError.timedOut(path, seconds: Self.seconds(timeout)) }
+            usleep(pause)
+            pause = min(pause * 2, 2_000)
+        }
+    }
+
+    // MARK: Helpers
+
+    static func folder(of path: FilePath) throws -> OwnedDescriptor {
+        let parent = path.removingLastComponent()
+        let folder = parent.isEmpty ? FilePath(".") : parent
+        do {
+            return try .openPath(folder, follow: true)
+        } catch {
+            throw CoordinationError.system(operation: "opening the folder of", path: path, errno: error)
+        }
+    }
+
+    /// The last component's bytes, NUL-terminated: names need not be UTF-8.
+    static func name(of path: FilePath) throws -> [CChar] {
+        guard let last = path.lastComponent, last.kind == .regular else { throw CoordinationError.notARegularFile(path) }
+        return FilePath(root: nil, [last]).withPlatformString { Array(UnsafeBufferPointer(start: $0, count: strlen($0) + 1)) }
+    }
+
+    /// `.NAME` + `suffix`, NUL-terminated: the protocol's files beside an item.
+    static func sibling(of name: [CChar], suffix: String) -> [CChar] {
+        [CChar(bitPattern: UInt8(ascii: "."))] + name.dropLast() + suffix.utf8.map { CChar(bitPattern: $0) } + [0]
+    }
+
+    static func temporaryName(for name: [CChar]) -> [CChar] {
+        var random = UInt64.random(in: 0...UInt64.max)
+        return sibling(of: name, suffix: ".sr-" + withUnsafeBytes(of: &random) { Printable.hex(Array($0)) })
+    }
+
+    static func display(_ name: [CChar]) -> FilePath {
+        FilePath(bytes: name.dropLast().map { UInt8(bitPattern: $0) })
+    }
+
+    static func writeAll(_ data: [UInt8], to fd: CInt, path: FilePath) throws {
+        var offset = 0
+        while offset < data.count {
+            let written = data.withUnsafeBytes { write(fd, $0.baseAddress! + offset, data.count - offset) }
+            if written < 0 {
+                if errno == EINTR { continue }
+                throw CoordinationError.system(operation: "writing", path: path, errno: Errno(rawValue: errno))
+            }
+            offset += written
+        }
+    }
+
+    static func seconds(_ duration: Duration?) -> Double {
+        guard let duration else { return .infinity }
+        return Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+    }
+}

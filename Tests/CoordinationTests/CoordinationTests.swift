@@ -1,0 +1,263 @@
+import Foundation
+import SystemPackage
+import Testing
+@testable import Coordination
+
+/// A scratch folder per test.
+final class Scratch {
+    let path = NSTemporaryDirectory() + "coordination-tests-" + UUID().uuidString
+    init() { try! FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true) }
+    deinit { try? FileManager.default.removeItem(atPath: path) }
+    func lines(_ name: String) -> [String] {
+        ((try? String(contentsOfFile: path + "/" + name, encoding: .utf8)) ?? "").split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+    }
+}
+
+/// Programs run as their own processes: the other parties of the protocol.
+enum Party {
+    static let binary: String = {
+        let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? ""
+        return URL(fileURLWithPath: exe).deletingLastPathComponent().appendingPathComponent("sandboxed-run").path
+    }()
+
+    /// The protocol in Python, as PROTOCOL.md gives it, with the moves tests need.
+    static let python = """
+        import fcntl, os, stat, struct, sys, time
+        def locked(folder, name, write):
+            while True:
+                fd = os.open(name, (os.O_RDWR | os.O_APPEND | os.O_CREAT if write else os.O_RDONLY) | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o666, dir_fd=folder)
+                if not stat.S_ISREG(os.fstat(fd).st_mode): raise OSError("not a regular file")
+                fcntl.fcntl(fd, fcntl.F_OFD_SETLKW, struct.pack("hhqqi", fcntl.F_WRLCK if write else fcntl.F_RDLCK, 0, 0, 0, 0))
+                held, named = os.fstat(fd), os.stat(name, dir_fd=folder, follow_symlinks=False)
+                if held.st_nlink and (held.st_dev, held.st_ino) == (named.st_dev, named.st_ino): return fd
+                os.close(fd)
+        def replace(folder, name, transform, hold=0.0):
+            fd = locked(folder, name, True)
+            old = os.pread(fd, 1 << 24, 0)
+            time.sleep(hold)
+            temp = ".%s.sr-%d" % (name, os.getpid())
+            t = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644, dir_fd=folder)
+            os.write(t, transform(old)); os.close(t)
+            os.rename(temp, name, src_dir_fd=folder, dst_dir_fd=folder)
+            os.close(fd)
+        command, folder_path, name = sys.argv[1], sys.argv[2], sys.argv[3]
+        folder = os.open(folder_path, os.O_RDONLY | os.O_DIRECTORY)
+        if command == "remote-edits":      # a sync daemon rewriting the file, coordinated
+            end = time.time() + float(sys.argv[4])
+            n = 0
+            while time.time() < end:
+                replace(folder, name, lambda old: old); n += 1
+            print(n)
+        elif command == "hold":            # hold the write lock, then replace the file
+            replace(folder, name, lambda old: old + b"replaced\\n", hold=float(sys.argv[4]))
+        elif command == "naive-appends":   # seek to the end and write, as the memo writer did
+            for i in range(int(sys.argv[4])):
+                with open(os.path.join(folder_path, name), "a") as f:
+                    time.sleep(0.001); f.write("naive %d\\n" % i)
+        elif command == "torn":            # a writer that dies mid-record, holding the lock
+            fd = locked(folder, name, True)
+            size = os.fstat(fd).st_size
+            record = b"x" * 10000 + b"\\n"
+            j = os.open(".%s.sr-journal" % name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600, dir_fd=folder)
+            os.write(j, b"sandboxed-run journal 1\\n%d %d\\n" % (size, len(record)) + record); os.close(j)
+            os.write(fd, record[:5000])
+            os.kill(os.getpid(), 9)
+        """
+
+    @discardableResult
+    static func run(_ arguments: [String], wait: Bool = true) throws -> (Process, Pipe) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: arguments[0])
+        process.arguments = Array(arguments.dropFirst())
+        let out = Pipe()
+        process.standardOutput = out
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        if wait { process.waitUntilExit() }
+        return (process, out)
+    }
+
+    static func append(_ file: String, _ text: String, timeout: String = "30") throws -> Int32 {
+        let (process, _) = try run([binary, "append", "--timeout", timeout, file, text])
+        return process.terminationStatus
+    }
+
+    static func protocolStep(_ arguments: [String], wait: Bool = true) throws -> (Process, Pipe) {
+        try run(["/usr/bin/python3", "-c", python] + arguments, wait: wait)
+    }
+}
+
+@Suite struct CoordinatedAppendTests {
+    @Test func concurrentAppendersAgainstRemoteEditsLoseNothing() throws {
+        let scratch = Scratch()
+        let file = scratch.path + "/daily.md"
+        let (editor, editorOut) = try Party.protocolStep(["remote-edits", scratch.path, "daily.md", "6"], wait: false)
+        var writers: [Process] = []
+        for writer in 0..<4 {
+            let script = "for i in $(seq 1 40); do '\(Party.binary)' append '\(file)' \"w\(writer) $i\" || echo FAILED; done"
+            writers.append(try Party.run(["/bin/sh", "-c", script], wait: false).0)
+        }
+        writers.forEach { $0.waitUntilExit() }
+        editor.waitUntilExit()
+        let edits = Int(String(decoding: editorOut.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
+        #expect(edits > 10, "the remote edits must really interleave")
+        let lines = scratch.lines("daily.md").filter { !$0.isEmpty }
+        let expected = Set((0..<4).flatMap { w in (1...40).map { "w\(w) \($0)" } })
+        #expect(lines.count == 160, "lost or duplicated: \(lines.count)")
+        #expect(Set(lines) == expected, "corrupted or lost lines")
+    }
+
+    @Test func aNaiveAppenderLosesLinesToTheSameEdits() throws {
+        // The failure the protocol prevents, shown on the same kind of edits.
+        let scratch = Scratch()
+        FileManager.default.createFile(atPath: scratch.path + "/daily.md", contents: nil)
+        let (editor, _) = try Party.protocolStep(["remote-edits", scratch.path, "daily.md", "4"], wait: false)
+        try Party.protocolStep(["naive-appends", scratch.path, "daily.md", "300"])
+        editor.waitUntilExit()
+        let lines = scratch.lines("daily.md").filter { !$0.isEmpty }
+        #expect(lines.count < 300, "the naive appender lost nothing this time: \(lines.count)")
+    }
+
+    @Test func aWriterThatWaitedWhileTheFileWasReplacedWritesIntoTheNewFile() throws {
+        let scratch = Scratch()
+        let file = scratch.path + "/note.md"
+        try "old\n".write(toFile: file, atomically: false, encoding: .utf8)
+        let (holder, _) = try Party.protocolStep(["hold", scratch.path, "note.md", "0.5"], wait: false)
+        Thread.sleep(forTimeInterval: 0.2)  // the holder has the lock
+        let started = Date()
+        #expect(try Party.append(file, "appended after waiting") == 0)
+        #expect(Date().timeIntervalSince(started) > 0.2, "append did not wait for the holder")
+        holder.waitUntilExit()
+        #expect(scratch.lines("note.md") == ["old", "replaced", "appended after waiting", ""])
+    }
+
+    @Test func aWriterKilledMidRecordLeavesNoPartialRecordAndNoLock() throws {
+        let scratch = Scratch()
+        let file = scratch.path + "/note.md"
+        try "before\n".write(toFile: file, atomically: false, encoding: .utf8)
+        let (torn, _) = try Party.protocolStep(["torn", scratch.path, "note.md"])
+        #expect(torn.terminationReason == .uncaughtSignal)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: file)).count == 7 + 5000, "the torn record is there")
+        let started = Date()
+        #expect(try Party.append(file, "after", timeout: "2") == 0)
+        #expect(Date().timeIntervalSince(started) < 1.5, "the dead writer's lock was still held")
+        #expect(scratch.lines("note.md") == ["before", "after", ""])
+        #expect(!FileManager.default.fileExists(atPath: scratch.path + "/.note.md.sr-journal"))
+    }
+
+    @Test func killingAppendsAtRandomInstantsLeavesOnlyWholeLines() throws {
+        let scratch = Scratch()
+        let file = scratch.path + "/note.md"
+        let long = String(repeating: "y", count: 100_000)  // 25 pages: journaled
+        for round in 0..<12 {
+            let (writer, _) = try Party.run([Party.binary, "append", file, long], wait: false)
+            usleep(useconds_t(UInt32.random(in: 0...40_000) + UInt32(round) * 1000))
+            kill(writer.processIdentifier, SIGKILL)
+            writer.waitUntilExit()
+            #expect(try Party.append(file, "short \(round)", timeout: "2") == 0)
+        }
+        for line in scratch.lines("note.md").dropLast() {
+            #expect(line == long || line.hasPrefix("short "), "a partial record: \(line.prefix(20))… (\(line.count) bytes)")
+        }
+        #expect(scratch.lines("note.md").filter { $0.hasPrefix("short ") }.count == 12)
+    }
+
+    @Test func aLockHeldTooLongIsATypedTimeout() throws {
+        let scratch = Scratch()
+        let file = scratch.path + "/note.md"
+        FileManager.default.createFile(atPath: file, contents: nil)
+        let (holder, _) = try Party.protocolStep(["hold", scratch.path, "note.md", "2"], wait: false)
+        Thread.sleep(forTimeInterval: 0.3)
+        let started = Date()
+        #expect(try Party.append(file, "too late", timeout: "0.3") == 75)
+        #expect(Date().timeIntervalSince(started) < 1.5)
+        holder.waitUntilExit()
+        #expect(!scratch.lines("note.md").contains("too late"))
+    }
+
+    @Test func whatIsNotARegularFileIsRefusedWithoutHanging() throws {
+        let scratch = Scratch()
+        #expect(mkfifo(scratch.path + "/fifo", 0o600) == 0)
+        #expect(symlink("/etc/passwd", scratch.path + "/link") == 0)
+        try FileManager.default.createDirectory(atPath: scratch.path + "/folder", withIntermediateDirectories: false)
+        for name in ["fifo", "link", "folder"] {
+            #expect(try Party.append(scratch.path + "/" + name, "x", timeout: "1") == 125, "\(name)")
+        }
+        #expect(try Party.append(scratch.path + "/note", "two\nlines") == 65)
+        FileManager.default.createFile(atPath: scratch.path + "/.evicted.md.icloud", contents: Data())
+        #expect(try Party.append(scratch.path + "/evicted.md", "x") == 75)
+        #expect(!FileManager.default.fileExists(atPath: scratch.path + "/evicted.md"))
+    }
+
+    @Test func aLastLineWithoutNewlineIsEndedNotJoined() throws {
+        let scratch = Scratch()
+        try "typed in an editor".write(toFile: scratch.path + "/note.md", atomically: false, encoding: .utf8)
+        try FileCoordinator().append(line: Array("appended".utf8), to: FilePath(scratch.path + "/note.md"))
+        #expect(scratch.lines("note.md") == ["typed in an editor", "appended", ""])
+    }
+
+    @Test func replacingKeepsReadersWholeAndThreadsExcludeEachOther() throws {
+        let scratch = Scratch()
+        let path = FilePath(scratch.path + "/state.txt")
+        let coordinator = FileCoordinator()
+        try coordinator.replace(contentsOf: path, with: Array(String(repeating: "a", count: 100_000).utf8))
+        let torn = ManagedCounter()
+        DispatchQueue.concurrentPerform(iterations: 4) { worker in
+            for round in 0..<25 {
+                if worker == 0 {
+                    let letter = round % 2 == 0 ? "b" : "a"
+                    try? coordinator.replace(contentsOf: path, with: Array(String(repeating: letter, count: 100_000).utf8))
+                } else {
+                    try? coordinator.coordinate(readingItemAt: path) { item in
+                        let data = try Data(contentsOf: URL(fileURLWithPath: item.path.string))
+                        if data.count != 100_000 || Set(data).count != 1 { torn.add() }
+                    }
+                }
+            }
+        }
+        #expect(torn.value == 0)
+        let leftovers = try FileManager.default.contentsOfDirectory(atPath: scratch.path).filter { $0.contains(".sr-") }
+        #expect(leftovers.isEmpty)
+    }
+}
+
+final class ManagedCounter: @unchecked Sendable {
+    private let lock = NSLock()
+    private var count = 0
+    func add() { lock.lock(); count += 1; lock.unlock() }
+    var value: Int { lock.lock(); defer { lock.unlock() }; return count }
+}
+
+/// A confined writer and an unconfined party see each other.
+@Suite struct CoordinationAcrossTheSandboxTests {
+    @Test func aConfinedAppendWaitsForAnUnconfinedHolderThenLands() throws {
+        let home = Scratch()
+        let environment = ["XDG_DATA_HOME": home.path + "/data", "XDG_STATE_HOME": home.path + "/state", "HOME": home.path, "PATH": "/usr/bin:/bin"]
+        func cli(_ arguments: [String]) throws -> (status: Int32, output: String) {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: Party.binary)
+            process.arguments = arguments
+            process.environment = environment
+            let out = Pipe()
+            process.standardOutput = out
+            try process.run()
+            let data = out.fileHandleForReading.readDataToEndOfFile()
+            process.waitUntilExit()
+            return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+        }
+        let container = try cli(["container", "path", "--app", "com.example.memo"]).output.trimmingCharacters(in: .whitespacesAndNewlines)
+        let documents = container + "/Documents"
+        try "from the host\n".write(toFile: documents + "/daily.md", atomically: false, encoding: .utf8)
+        let (holder, _) = try Party.protocolStep(["hold", documents, "daily.md", "0.6"], wait: false)
+        Thread.sleep(forTimeInterval: 0.2)
+        let started = Date()
+        let confined = try cli(["run", "--app", "com.example.memo", "--", "/bin/sh", "-c",
+                                "\"$SANDBOXED_RUN\" append Documents/daily.md 'from the sandbox' && echo landed"])
+        #expect(confined.status == 0)
+        #expect(confined.output == "landed\n")
+        #expect(Date().timeIntervalSince(started) > 0.3, "the confined append did not wait")
+        holder.waitUntilExit()
+        let lines = try String(contentsOfFile: documents + "/daily.md", encoding: .utf8)
+        #expect(lines == "from the host\nreplaced\nfrom the sandbox\n")
+    }
+}
