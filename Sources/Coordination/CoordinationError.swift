@@ -16,6 +16,10 @@ public enum CoordinationError: Error, Equatable, CustomStringConvertible {
     case notOneLine
     /// `.NAME.sr-journal` is not one this protocol wrote.
     case damagedJournal(FilePath)
+    /// A `.NAME.icloud` stub that is not a placeholder's property list.
+    case damagedPlaceholder(FilePath)
+    /// No conflict version with that identifier.
+    case noSuchVersion(FilePath, String)
     case system(operation: String, path: FilePath, errno: Errno)
 
     public var description: String {
@@ -32,6 +36,10 @@ public enum CoordinationError: Error, Equatable, CustomStringConvertible {
             "a record must be one line: it may not contain a newline or NUL"
         case .damagedJournal(let path):
             "\(Printable.path(path)) is not a journal this protocol wrote: inspect it, then delete it"
+        case .damagedPlaceholder(let path):
+            "\(Printable.path(path)) is not a placeholder stub (a binary property list with NSURLNameKey and NSURLFileSizeKey)"
+        case .noSuchVersion(let path, let identifier):
+            "\(Printable.path(path)) has no conflict version '\(Printable.message(identifier))': `sandboxed-run versions list` shows them"
         case .system(let operation, let path, let errno):
             "\(operation) \(Printable.path(path)): \(errno)"
         }

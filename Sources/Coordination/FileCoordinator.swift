@@ -48,13 +48,43 @@ public struct FileCoordinator: Sendable {
         public let descriptor: FileDescriptor?
     }
 
+    /// A file named by its folder's descriptor and its name: how a daemon
+    /// that walks a folder without following links names what it found.
+    public struct Location {
+        public let folder: OwnedDescriptor
+        /// NUL-terminated bytes.
+        public let name: [CChar]
+        /// For messages and for the block: the path as the caller knows it.
+        public let path: FilePath
+
+        public init(folder: OwnedDescriptor, name: [CChar], path: FilePath) {
+            self.folder = folder
+            self.name = name
+            self.path = path
+        }
+
+        /// `path`'s folder (following links: the caller chose the path) and last component.
+        public init(_ path: FilePath) throws {
+            self.init(folder: try FileCoordinator.folder(of: path), name: try FileCoordinator.name(of: path), path: path)
+        }
+
+        /// A sibling of this file, `.NAME` + `suffix`.
+        func sibling(_ suffix: String) -> Location {
+            let name = FileCoordinator.sibling(of: self.name, suffix: suffix)
+            return Location(folder: folder, name: name, path: path.removingLastComponent().pushing(FileCoordinator.display(name)))
+        }
+    }
+
     // MARK: Reading
 
     /// Runs `body` while no coordinated writer changes the item. `body` gets
     /// a descriptor open for reading, or nil when the item does not exist.
     public func coordinate<T>(readingItemAt path: FilePath, options: ReadingOptions = [], _ body: (Item) throws -> T) throws -> T {
-        let folder = try Self.folder(of: path)
-        let name = try Self.name(of: path)
+        try coordinate(reading: Location(path), options: options, body)
+    }
+
+    public func coordinate<T>(reading location: Location, options: ReadingOptions = [], _ body: (Item) throws -> T) throws -> T {
+        let (folder, name, path) = (location.folder, location.name, location.path)
         if !options.contains(.withoutChanges), Journal.exists(in: folder, for: name) {
             // A writer died mid-record: roll it back first, if we may write.
             if let writable = try? lock(name, in: folder, path: path, flags: O_RDWR, create: false, type: CSB_F_WRLCK) {
@@ -71,9 +101,17 @@ public struct FileCoordinator: Sendable {
 
     /// Runs `body` while no other coordinated party uses the item.
     public func coordinate<T>(writingItemAt path: FilePath, options intent: WritingIntent = .forMerging, _ body: (Item) throws -> T) throws -> T {
-        let folder = try Self.folder(of: path)
-        let name = try Self.name(of: path)
-        try Placeholder.refuseIfEvicted(name, in: folder, path: path)
+        try coordinate(writing: Location(path), options: intent, body)
+    }
+
+    public func coordinate<T>(writing location: Location, options intent: WritingIntent = .forMerging, _ body: (Item) throws -> T) throws -> T {
+        try coordinate(writing: location, options: intent, materialising: false, body)
+    }
+
+    /// `materialising`: the sync daemon writes a file back in place of its placeholder.
+    func coordinate<T>(writing location: Location, options intent: WritingIntent, materialising: Bool, _ body: (Item) throws -> T) throws -> T {
+        let (folder, name, path) = (location.folder, location.name, location.path)
+        if !materialising { try Placeholder.refuseIfEvicted(name, in: folder, path: path) }
         switch intent {
         case .forMerging:
             let item = try lock(name, in: folder, path: path, flags: O_RDWR | O_APPEND, create: true, type: CSB_F_WRLCK)!
@@ -121,8 +159,13 @@ public struct FileCoordinator: Sendable {
     /// nothing written otherwise. A last line without its newline (an
     /// editor's) is ended first, so the record never joins it.
     public func append(line record: [UInt8], to path: FilePath) throws {
+        try append(line: record, to: Location(path))
+    }
+
+    public func append(line record: [UInt8], to location: Location) throws {
+        let path = location.path
         guard !record.contains(UInt8(ascii: "\n")), !record.contains(0) else { throw CoordinationError.notOneLine }
-        try coordinate(writingItemAt: path, options: .forMerging) { item in
+        try coordinate(writing: location, options: .forMerging) { item in
             let fd = item.descriptor!.rawValue
             var status = stat()
             guard fstat(fd, &status) == 0 else { throw CoordinationError.system(operation: "fstat", path: path, errno: Errno(rawValue: errno)) }
@@ -132,14 +175,23 @@ public struct FileCoordinator: Sendable {
                 throw CoordinationError.system(operation: "reading the end of", path: path, errno: Errno(rawValue: errno))
             }
             let data = (last == UInt8(ascii: "\n") ? [] : [UInt8(ascii: "\n")]) + record + [UInt8(ascii: "\n")]
-            try Journal.append(data, at: size, to: fd, path: path, folder: try Self.folder(of: path), name: try Self.name(of: path))
+            try Journal.append(data, at: size, to: fd, path: path, folder: location.folder, name: location.name)
         }
     }
 
     /// Replaces the item's contents with `data` (temporary file, renamed
     /// over): a coordinated reader sees the old file or the new one, whole.
     public func replace(contentsOf path: FilePath, with data: [UInt8]) throws {
-        try coordinate(writingItemAt: path, options: .forReplacing) { item in
+        try replace(contentsOf: Location(path), with: data)
+    }
+
+    public func replace(contentsOf location: Location, with data: [UInt8]) throws {
+        try replace(contentsOf: location, with: data, materialising: false)
+    }
+
+    func replace(contentsOf location: Location, with data: [UInt8], materialising: Bool) throws {
+        let path = location.path
+        try coordinate(writing: location, options: .forReplacing, materialising: materialising) { item in
             try Self.writeAll(data, to: item.descriptor!.rawValue, path: path)
         }
     }

@@ -16,7 +16,7 @@ enum CoordinationExit {
         case .notOneLine: notOneLine
         case .timedOut, .placeholder: tryLater
         case .system: ioError
-        case .notARegularFile, .link, .damagedJournal: refused
+        case .notARegularFile, .link, .damagedJournal, .damagedPlaceholder, .noSuchVersion: refused
         }
     }
 
@@ -54,9 +54,15 @@ struct Append: ParsableCommand {
     @Option(help: "Seconds to wait for other parties (default 30).")
     var timeout: Double = 30
 
+    @Option(help: "When FILE is only a placeholder, ask the sync daemon for it and wait this many seconds (default: refuse at once).")
+    var download: Double?
+
     func run() throws {
         let coordinator = FileCoordinator(timeout: .milliseconds(Int64(max(0, timeout) * 1000)))
-        try CoordinationExit.run { try coordinator.append(line: Array(text.utf8), to: FilePath(file)) }
+        try CoordinationExit.run {
+            if let download { try Placeholder.download(FilePath(file), timeout: .milliseconds(Int64(max(0, download) * 1000))) }
+            try coordinator.append(line: Array(text.utf8), to: FilePath(file))
+        }
     }
 }
 
@@ -146,5 +152,130 @@ enum ProcessEnvironment {
             entry += 1
         }
         return list
+    }
+}
+
+struct SyncSimulatorCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "sync-simulator",
+        abstract: "Act as a sync daemon on FOLDER: uploads, remote edits, evictions to placeholders, conflicts.",
+        discussion: """
+            It follows the coordination protocol (see `append`), or ignores it with --naive to show \
+            what goes wrong. Rates are per second; 0 turns a behaviour off. It runs until --seconds \
+            pass or it gets SIGINT or SIGTERM, then brings every file it evicted back and prints \
+            its counts. A writer inside a sandbox asks for an evicted file by creating \
+            .NAME.icloud.download beside its placeholder.
+            """
+    )
+
+    @Argument(help: "The folder to act on.")
+    var folder: String
+
+    @Option(help: "Stop after this many seconds (default: until SIGINT or SIGTERM).")
+    var seconds: Double?
+
+    @Option(help: "The random seed: the same seed makes the same run.")
+    var seed: UInt64 = 1
+
+    @Option(help: "Remote edits (whole files rewritten) per second.")
+    var editRate: Double = 1
+
+    @Option(help: "Evictions to placeholders, and materialisations, per second.")
+    var evictRate: Double = 0
+
+    @Option(help: "Concurrent changes that end in a conflict version, per second.")
+    var conflictRate: Double = 0
+
+    @Flag(help: "Ignore the coordination protocol (to show the failure).")
+    var naive = false
+
+    func validate() throws {
+        for (name, rate) in [("--edit-rate", editRate), ("--evict-rate", evictRate), ("--conflict-rate", conflictRate)] where !(rate >= 0 && rate <= 1000) {
+            throw ValidationError("\(name) must be between 0 and 1000 per second")
+        }
+        if let seconds, !(seconds >= 0) { throw ValidationError("--seconds must not be negative") }
+    }
+
+    func run() throws {
+        var options = SyncSimulator.Options()
+        options.seed = seed
+        options.editRate = editRate
+        options.evictRate = evictRate
+        options.conflictRate = conflictRate
+        options.naive = naive
+        // SIGINT and SIGTERM are held and looked for between ticks: a clean stop, never mid-write.
+        var stopping = sigset_t()
+        sigemptyset(&stopping)
+        sigaddset(&stopping, SIGINT)
+        sigaddset(&stopping, SIGTERM)
+        pthread_sigmask(SIG_BLOCK, &stopping, nil)
+        let deadline = seconds.map { ContinuousClock.now + .milliseconds(Int64($0 * 1000)) }
+        let simulator = SyncSimulator(folder: FilePath(folder), options: options)
+        var counts = SyncSimulator.Counts()
+        try CoordinationExit.run {
+            counts = try simulator.run {
+                var pending = sigset_t()
+                sigpending(&pending)
+                if sigismember(&pending, SIGINT) == 1 || sigismember(&pending, SIGTERM) == 1 { return true }
+                return deadline.map { ContinuousClock.now >= $0 } ?? false
+            }
+        }
+        print("uploads \(counts.uploads), edits \(counts.edits), evictions \(counts.evictions), "
+            + "materialisations \(counts.materialisations), conflicts \(counts.conflicts), skipped \(counts.skipped)")
+    }
+}
+
+struct Versions: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "versions",
+        abstract: "List, show and resolve a file's conflict versions (as NSFileVersion).",
+        discussion: """
+            list FILE: one line per version (identifier, time, side). show FILE ID: its contents. \
+            resolve FILE [--keep current|newest|ID]: keep one (default newest: last writer wins by \
+            modification time), remove the others.
+            """
+    )
+
+    enum Action: String, ExpressibleByArgument, CaseIterable { case list, show, resolve }
+
+    @Argument(help: "list, show or resolve.")
+    var action: Action
+
+    @Argument(help: "The file.")
+    var file: String
+
+    @Argument(help: "The version's identifier (for show).")
+    var identifier: String?
+
+    @Option(help: "What resolve keeps: current, newest, or a version's identifier.")
+    var keep: String = "newest"
+
+    func run() throws {
+        let path = FilePath(file)
+        try CoordinationExit.run {
+            switch action {
+            case .list:
+                for version in try FileVersion.unresolvedConflictVersions(of: path) {
+                    print("\(Printable.message(version.identifier))\t\(version.modified.tv_sec)\t\(Printable.message(version.savingComputer))")
+                }
+            case .show:
+                guard let identifier else { throw ValidationError("show needs a version's identifier: see `versions list`") }
+                guard let version = try FileVersion.unresolvedConflictVersions(of: path).first(where: { $0.identifier == identifier }) else {
+                    throw CoordinationError.noSuchVersion(path, identifier)
+                }
+                let bytes = try version.contents()
+                _ = bytes.withUnsafeBytes { Glibc.write(1, $0.baseAddress, $0.count) }
+            case .resolve:
+                let choice: FileVersion.Choice = switch keep {
+                case "current": .current
+                case "newest": .newest
+                default: .version(keep)
+                }
+                switch try FileVersion.resolve(path, keeping: choice) {
+                case .current, .newest: print("kept the current file")
+                case .version(let kept): print("kept version \(Printable.message(kept))")
+                }
+            }
+        }
     }
 }

@@ -1,0 +1,142 @@
+import Foundation
+import SystemPackage
+import Testing
+@testable import Coordination
+
+@Suite struct PlaceholderTests {
+    @Test func stubsRoundTripThroughTheBoundedReader() throws {
+        for name in ["daily.md", "Überblick – 2026.md", String(repeating: "n", count: 200)] {
+            let bytes = Placeholder.encode(.init(name: FilePath(name), size: 12345))
+            #expect(bytes.starts(with: Array("bplist00".utf8)))
+            #expect(try Placeholder.decode(bytes, path: "x") == .init(name: FilePath(name), size: 12345))
+        }
+    }
+
+    @Test func hostileStubsAreTypedErrors() throws {
+        let valid = Placeholder.encode(.init(name: "a.md", size: 1))
+        var deep = Array("bplist00".utf8)
+        deep += [UInt8](repeating: 0xA1, count: 5000)
+        let cases: [[UInt8]] = [[], Array(valid.prefix(20)), Array("bplist00".utf8) + [0xff], deep,
+                                Array("<plist><dict><key>NSURLNameKey</key><integer>1</integer></dict></plist>".utf8),
+                                Placeholder.encode(.init(name: "../../etc/passwd", size: 1)),
+                                [UInt8](repeating: 0x41, count: 2 << 20)]
+        for bytes in cases {
+            #expect(throws: CoordinationError.damagedPlaceholder("stub")) { try Placeholder.decode(bytes, path: "stub") }
+        }
+    }
+
+    @Test func statusAndDownloadRequestRoundTrip() throws {
+        let scratch = Scratch()
+        let file = FilePath(scratch.path + "/note.md")
+        try "hello\n".write(toFile: file.string, atomically: false, encoding: .utf8)
+        #expect(try Placeholder.status(of: file) == .current)
+        // Evicted, as the daemon does it.
+        let stub = Placeholder.encode(.init(name: "note.md", size: 6))
+        try Data(stub).write(to: URL(fileURLWithPath: scratch.path + "/.note.md.icloud"))
+        try FileManager.default.moveItem(atPath: file.string, toPath: scratch.path + "/.note.md.icloud.data")
+        #expect(try Placeholder.status(of: file) == .notDownloaded)
+        #expect(throws: CoordinationError.placeholder(file)) { try FileCoordinator().append(line: Array("x".utf8), to: file) }
+        // ... a writer asks for it; the daemon brings it back; the line lands.
+        let root = scratch.path
+        let daemon = Thread {
+            let simulator = SyncSimulator(folder: FilePath(root), options: { var o = SyncSimulator.Options(); o.editRate = 0; return o }())
+            let end = Date().addingTimeInterval(3)
+            _ = try? simulator.run { Date() > end || (try? Placeholder.status(of: file)) == .current && FileManager.default.fileExists(atPath: file.string + ".done") }
+        }
+        daemon.start()
+        try Placeholder.download(file, timeout: .seconds(3))
+        try FileCoordinator().append(line: Array("after download".utf8), to: file)
+        FileManager.default.createFile(atPath: file.string + ".done", contents: nil)
+        #expect(scratch.lines("note.md") == ["hello", "after download", ""])
+        #expect(!FileManager.default.fileExists(atPath: scratch.path + "/.note.md.icloud"))
+        #expect(!FileManager.default.fileExists(atPath: scratch.path + "/.note.md.icloud.download"))
+    }
+}
+
+@Suite struct FileVersionTests {
+    @Test func conflictVersionsAreListedReadAndResolvedLastWriterWins() throws {
+        let scratch = Scratch()
+        let file = FilePath(scratch.path + "/note.md")
+        try "current\n".write(toFile: file.string, atomically: false, encoding: .utf8)
+        let older = try FileVersion.add(to: file, contents: Array("older\n".utf8), modified: timespec(tv_sec: 1000, tv_nsec: 5), savingComputer: "laptop")
+        let newer = try FileVersion.add(to: file, contents: Array("newer\n".utf8), modified: timespec(tv_sec: 4_000_000_000, tv_nsec: 0), savingComputer: "phone")
+        #expect(try FileVersion.unresolvedConflictVersions(of: file) == [older, newer])
+        #expect(try newer.contents() == Array("newer\n".utf8))
+        #expect(try FileVersion.resolve(file) == .version(newer.identifier))  // newer than the file's mtime
+        #expect(scratch.lines("note.md") == ["newer", ""])
+        #expect(try FileVersion.unresolvedConflictVersions(of: file).isEmpty)
+        #expect(!FileManager.default.fileExists(atPath: scratch.path + "/.sandboxed-run-versions"))
+    }
+
+    @Test func keepingTheCurrentFileOrANamedVersion() throws {
+        let scratch = Scratch()
+        let file = FilePath(scratch.path + "/note.md")
+        try "current\n".write(toFile: file.string, atomically: false, encoding: .utf8)
+        let old = try FileVersion.add(to: file, contents: Array("old\n".utf8), modified: timespec(tv_sec: 10, tv_nsec: 0), savingComputer: "x")
+        #expect(try FileVersion.resolve(file, keeping: .newest) == .current)
+        #expect(scratch.lines("note.md") == ["current", ""])
+        try FileVersion.add(to: file, contents: Array("old\n".utf8), modified: timespec(tv_sec: 10, tv_nsec: 0), savingComputer: "x")
+        #expect(throws: CoordinationError.noSuchVersion(file, "nope")) { try FileVersion.resolve(file, keeping: .version("nope")) }
+        try FileVersion.resolve(file, keeping: .version(old.identifier))
+        #expect(scratch.lines("note.md") == ["old", ""])
+    }
+
+    @Test func hostileEntriesInTheVersionsFolderAreSkipped() throws {
+        let scratch = Scratch()
+        let file = FilePath(scratch.path + "/note.md")
+        try "current\n".write(toFile: file.string, atomically: false, encoding: .utf8)
+        let versions = scratch.path + "/.sandboxed-run-versions/note.md"
+        try FileManager.default.createDirectory(atPath: versions, withIntermediateDirectories: true)
+        #expect(symlink("/etc/passwd", versions + "/1.000000000-link") == 0)
+        #expect(mkfifo(versions + "/2.000000000-fifo", 0o600) == 0)
+        FileManager.default.createFile(atPath: versions + "/not-a-version", contents: Data("x".utf8))
+        #expect(try FileVersion.unresolvedConflictVersions(of: file).isEmpty)
+    }
+}
+
+@Suite struct SyncSimulatorTests {
+    @Test func itStopsCleanlyOnSIGTERMAndLeavesNothingBehind() throws {
+        let scratch = Scratch()
+        for i in 0..<5 { try "note \(i)\n".write(toFile: scratch.path + "/n\(i).md", atomically: false, encoding: .utf8) }
+        let (simulator, out) = try Party.run([Party.binary, "sync-simulator", scratch.path, "--edit-rate", "200", "--evict-rate", "50"], wait: false)
+        Thread.sleep(forTimeInterval: 1)
+        kill(simulator.processIdentifier, SIGTERM)
+        simulator.waitUntilExit()
+        #expect(simulator.terminationStatus == 0)
+        #expect(String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).hasPrefix("uploads "))
+        let left = try FileManager.default.contentsOfDirectory(atPath: scratch.path).sorted()
+        #expect(left == (0..<5).map { "n\($0).md" }, "temporary files or placeholders left: \(left)")
+        for i in 0..<5 { #expect(scratch.lines("n\(i).md").first == "note \(i)") }
+    }
+
+    @Test func hostileEntriesAreNeverFollowedOrOpened() throws {
+        let scratch = Scratch()
+        let outside = Scratch()
+        try "outside\n".write(toFile: outside.path + "/secret.md", atomically: false, encoding: .utf8)
+        #expect(symlink(outside.path + "/secret.md", scratch.path + "/link.md") == 0)
+        #expect(symlink(outside.path, scratch.path + "/linked-folder") == 0)
+        #expect(mkfifo(scratch.path + "/fifo.md", 0o600) == 0)
+        FileManager.default.createFile(atPath: scratch.path + "/.evil.md.icloud", contents: Data("not a plist".utf8))
+        #expect(symlink(outside.path + "/secret.md", scratch.path + "/.evil.md.icloud.data") == 0)
+        FileManager.default.createFile(atPath: scratch.path + "/.evil.md.icloud.download", contents: nil)
+        let started = Date()
+        let (simulator, _) = try Party.run([Party.binary, "sync-simulator", scratch.path, "--seconds", "1", "--edit-rate", "500", "--evict-rate", "200", "--conflict-rate", "50"])
+        #expect(simulator.terminationStatus == 0)
+        #expect(Date().timeIntervalSince(started) < 10, "it hung")
+        #expect(outside.lines("secret.md") == ["outside", ""])
+        #expect(try FileManager.default.contentsOfDirectory(atPath: outside.path) == ["secret.md"])
+        #expect(!FileManager.default.fileExists(atPath: scratch.path + "/evil.md"))
+    }
+
+    @Test func theSameSeedMakesTheSameRun() throws {
+        func run() throws -> String {
+            let scratch = Scratch()
+            for i in 0..<4 { try "n\(i)\n".write(toFile: scratch.path + "/n\(i).md", atomically: false, encoding: .utf8) }
+            let simulator = SyncSimulator(folder: FilePath(scratch.path), options: { var o = SyncSimulator.Options(); o.seed = 42; o.editRate = 100; return o }())
+            var ticks = 0
+            _ = try simulator.run(tick: .milliseconds(1)) { ticks += 1; return ticks > 200 }
+            return (0..<4).map { scratch.lines("n\($0).md").joined(separator: "|") }.joined(separator: ";")
+        }
+        #expect(try run() == run())
+    }
+}
