@@ -45,3 +45,18 @@ run "$bin" grants list
 
 say "Stale bookmarks: moved folders are noticed, replaced ones are never followed"
 Examples/stale-bookmark-recovery.sh "$bin"
+
+say "A vault a sync daemon rewrites: naive appends lose lines, coordinated appends lose none"
+# sync-simulator acts as the daemon (remote edits rewrite the whole note and
+# rename it over); the counts are what the motivating story lost.
+run python3 Benchmarks/coordination.py "$bin" 1000
+
+say "The note is evicted to a placeholder: the line waits in the app's container"
+vault_note() { ls "$work/Vault/daily/" | grep -v '^\.' | head -1; }
+run "$bin" sync-simulator "$work/Vault" --seconds 0.5 --edit-rate 0 --evict-rate 1000 --leave-placeholders
+run ls -A "$work/Vault/daily"
+run "$bin" run --app com.example.memo --grant "VAULT=$work/vault.bookmark" -- /usr/bin/python3 - "Book the dentist" < Examples/memo-writer.py
+say "The daemon downloads it (the memo writer asked); at the next launch the line lands"
+run "$bin" sync-simulator "$work/Vault" --seconds 0.5 --edit-rate 0
+run "$bin" run --app com.example.memo --grant "VAULT=$work/vault.bookmark" -- /usr/bin/python3 - "Buy stamps" < Examples/memo-writer.py
+run cat "$work/Vault/daily/$(vault_note)"

@@ -5,18 +5,24 @@ folder the sandboxed way: a granted folder named VAULT when there is one
 (SANDBOX_GRANT_VAULT), otherwise its own container's Documents. It never
 stores an absolute path.
 
-The note may be touched by a sync daemon at the same time, so every line is
-written with one O_APPEND write under an exclusive lock: no line is ever torn
-or interleaved with another writer's.
+A sync daemon may rewrite the note at the same moment, or evict it to a
+placeholder. So every line goes through `sandboxed-run append` (the launcher
+puts its own binary in the sandbox as $SANDBOXED_RUN): coordinated with the
+daemon, whole or not at all, and never into a file that was just replaced.
+When the note is only a placeholder, the memo writer does what the motivating
+story chose: it asks for the download, keeps the line in its own container,
+and says so; the line lands at the next launch.
 
 Run it confined, feeding the script on stdin (the sandbox cannot read this
 repository, which is the point):
     sandboxed-run run --app com.example.memo -- /usr/bin/python3 - "Buy milk" < Examples/memo-writer.py
 """
 import datetime
-import fcntl
 import os
+import subprocess
 import sys
+
+TRY_LATER = 75  # sandboxed-run append: locked too long, or only a placeholder
 
 
 def vault() -> str:
@@ -26,26 +32,62 @@ def vault() -> str:
     return os.path.join(os.environ["HOME"], "Documents")
 
 
-def append_memo(text: str) -> str:
+def pending_file() -> str:
+    # Our own container: no one else's to lose, and it survives until next launch.
+    folder = os.path.join(os.environ["HOME"], "Library", "Pending")
+    os.makedirs(folder, exist_ok=True)
+    return os.path.join(folder, "lines.txt")
+
+
+def append(note: str, line: str) -> int:
+    tool = os.environ.get("SANDBOXED_RUN", "sandboxed-run")
+    # --download 0: if the note is evicted, ask for it, and do not wait.
+    return subprocess.run([tool, "append", "--download", "0", "--", note, line], stderr=subprocess.DEVNULL).returncode
+
+
+def placeholder(note: str) -> bool:
+    folder, name = os.path.split(note)
+    return not os.path.exists(note) and os.path.exists(os.path.join(folder, "." + name + ".icloud"))
+
+
+def flush_pending() -> int:
+    """Lines queued at earlier launches, oldest first; returns how many landed."""
+    path = pending_file()
+    if not os.path.exists(path):
+        return 0
+    entries = [entry.split("\t", 1) for entry in open(path, encoding="utf-8").read().splitlines() if "\t" in entry]
+    landed, kept = 0, []
+    for note, line in entries:
+        if not kept and append(os.path.join(vault(), note), line) == 0:
+            landed += 1
+        else:
+            kept.append(note + "\t" + line)  # keep the order: nothing jumps the queue
+    with open(path + ".new", "w", encoding="utf-8") as f:
+        f.write("".join(entry + "\n" for entry in kept))
+    os.replace(path + ".new", path)
+    return landed
+
+
+def memo(text: str) -> str:
     folder = os.path.join(vault(), "daily")
     os.makedirs(folder, exist_ok=True)
-    note = os.path.join(folder, datetime.date.today().isoformat() + ".md")
-    line = "- " + datetime.datetime.now().strftime("%H:%M") + " " + " ".join(text.split()) + "\n"
-    fd = os.open(note, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        data = line.encode()
-        written = os.write(fd, data)
-        if written != len(data):
-            raise OSError("short write to " + note)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    return note
+    name = os.path.join("daily", datetime.date.today().isoformat() + ".md")
+    note = os.path.join(vault(), name)
+    line = "- " + datetime.datetime.now().strftime("%H:%M") + " " + " ".join(text.split())
+    status = append(note, line)
+    if status == 0:
+        return "appended to " + name
+    if status == TRY_LATER and placeholder(note):
+        with open(pending_file(), "a", encoding="utf-8") as f:
+            f.write(name + "\t" + line + "\n")
+        return name + " is in the cloud, not on this device: asked for it, and kept the line; it lands at the next launch"
+    sys.exit("could not append to %s (sandboxed-run append exited %d)" % (name, status))
 
 
 if __name__ == "__main__":
     if len(sys.argv) < 2:
         sys.exit("usage: memo-writer.py TEXT...")
-    note = append_memo(" ".join(sys.argv[1:]))
-    print("appended to", os.path.relpath(note, vault()), "in", "the granted vault" if os.environ.get("SANDBOX_GRANT_VAULT") else "the container's Documents")
+    earlier = flush_pending()
+    if earlier:
+        print("%d queued line(s) from earlier landed" % earlier)
+    print(memo(" ".join(sys.argv[1:])), "in", "the granted vault" if os.environ.get("SANDBOX_GRANT_VAULT") else "the container's Documents")

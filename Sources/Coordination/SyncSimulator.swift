@@ -25,6 +25,8 @@ public final class SyncSimulator {
         public var naive = false
         /// How long a naive edit takes between reading and writing back (the network).
         public var naiveLatency: Duration = .milliseconds(2)
+        /// At a clean stop, bring back every file still evicted (else leave the placeholders).
+        public var restoreOnStop = true
         public init() {}
     }
 
@@ -41,6 +43,7 @@ public final class SyncSimulator {
     /// What each file held when last uploaded: the base of a remote change.
     private var uploaded: [FilePath: (contents: [UInt8], modified: timespec)] = [:]
     private var editNumber = 0
+    private var evictedAt: [FilePath: ContinuousClock.Instant] = [:]
 
     static let largest = 16 << 20
     static let maxEntries = 10_000
@@ -52,8 +55,8 @@ public final class SyncSimulator {
         random = SplitMix(seed: options.seed)
     }
 
-    /// Runs until `shouldStop` says so, then brings every evicted file back
-    /// (so the folder is whole again) and returns the counts.
+    /// Runs until `shouldStop` says so, then (unless `restoreOnStop` is off)
+    /// brings every evicted file back, and returns the counts.
     public func run(tick: Duration = .milliseconds(5), shouldStop: () -> Bool) throws -> Counts {
         let rootFolder: OwnedDescriptor
         do { rootFolder = try .openPath(root, follow: true) } catch {
@@ -76,14 +79,18 @@ public final class SyncSimulator {
                 evict(file)
                 scanned.files.removeAll { $0.path == file.path }
             }
-            if happens(options.evictRate * seconds), let stub = pick(scanned.stubs) {
+            // A file this run evicted stays a placeholder for a second at least, as a real one would.
+            let downloadable = scanned.stubs.filter { evictedAt[$0.path].map { ContinuousClock.now - $0 > .seconds(1) } ?? true }
+            if happens(options.evictRate * seconds), let stub = pick(downloadable) {
                 materialise(stub)
                 scanned.stubs.removeAll { $0.path == stub.path }
             }
             usleep(useconds_t(seconds * 1_000_000))
         }
         // A clean stop: every placeholder ours becomes a file again.
-        for stub in scan(rootFolder).stubs { materialise(stub) }
+        if options.restoreOnStop {
+            for stub in scan(rootFolder).stubs { materialise(stub) }
+        }
         return counts
     }
 
@@ -185,6 +192,7 @@ public final class SyncSimulator {
                 }
             }
             counts.evictions += 1
+            evictedAt[file.path] = .now
         } catch { counts.skipped += 1 }
     }
 

@@ -162,8 +162,8 @@ struct SyncSimulatorCommand: ParsableCommand {
         discussion: """
             It follows the coordination protocol (see `append`), or ignores it with --naive to show \
             what goes wrong. Rates are per second; 0 turns a behaviour off. It runs until --seconds \
-            pass or it gets SIGINT or SIGTERM, then brings every file it evicted back and prints \
-            its counts. A writer inside a sandbox asks for an evicted file by creating \
+            pass or it gets SIGINT or SIGTERM, then brings every file it evicted back (unless \
+            --leave-placeholders) and prints its counts. A writer inside a sandbox asks for an evicted file by creating \
             .NAME.icloud.download beside its placeholder.
             """
     )
@@ -189,6 +189,9 @@ struct SyncSimulatorCommand: ParsableCommand {
     @Flag(help: "Ignore the coordination protocol (to show the failure).")
     var naive = false
 
+    @Flag(help: "At the end, leave evicted files as placeholders (default: bring them back).")
+    var leavePlaceholders = false
+
     func validate() throws {
         for (name, rate) in [("--edit-rate", editRate), ("--evict-rate", evictRate), ("--conflict-rate", conflictRate)] where !(rate >= 0 && rate <= 1000) {
             throw ValidationError("\(name) must be between 0 and 1000 per second")
@@ -203,6 +206,7 @@ struct SyncSimulatorCommand: ParsableCommand {
         options.evictRate = evictRate
         options.conflictRate = conflictRate
         options.naive = naive
+        options.restoreOnStop = !leavePlaceholders
         // SIGINT and SIGTERM are held and looked for between ticks: a clean stop, never mid-write.
         var stopping = sigset_t()
         sigemptyset(&stopping)
