@@ -221,7 +221,7 @@ import CSandbox
         let scratch = Scratch()
         let code = "import os\nprint(sorted(k for k in os.environ if k not in ('LC_CTYPE',)))\nprint(os.environ.get('SECRET_TOKEN'), os.environ.get('EXTRA'))"
         let plain = try Run.confinedPython(code, in: scratch)
-        #expect(plain.output == ["['HOME', 'LANG', 'PATH', 'SANDBOX_APP_ID', 'SANDBOX_CONTAINER', 'TMPDIR']", "None None"])
+        #expect(plain.output == ["['HOME', 'LANG', 'PATH', 'SANDBOXED_RUN', 'SANDBOX_APP_ID', 'SANDBOX_CONTAINER', 'TMPDIR']", "None None"])
         let asked = try Run.confinedPython(code, in: scratch) {
             $0.keptEnvironment = ["SECRET_TOKEN"]
             $0.environment = ["EXTRA": "1"]
