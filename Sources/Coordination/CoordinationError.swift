@@ -20,6 +20,8 @@ public enum CoordinationError: Error, Equatable, CustomStringConvertible {
     case damagedPlaceholder(FilePath)
     /// No conflict version with that identifier.
     case noSuchVersion(FilePath, String)
+    /// A link in the path that an app could have planted, or a missing folder.
+    case unsafePath(FilePath, problem: String)
     case system(operation: String, path: FilePath, errno: Errno)
 
     public var description: String {
@@ -40,6 +42,8 @@ public enum CoordinationError: Error, Equatable, CustomStringConvertible {
             "\(Printable.path(path)) is not a placeholder stub (a binary property list with NSURLNameKey and NSURLFileSizeKey)"
         case .noSuchVersion(let path, let identifier):
             "\(Printable.path(path)) has no conflict version '\(Printable.message(identifier))': `sandboxed-run versions list` shows them"
+        case .unsafePath(let path, let problem):
+            "\(Printable.path(path)): \(problem)"
         case .system(let operation, let path, let errno):
             "\(operation) \(Printable.path(path)): \(errno)"
         }

@@ -26,7 +26,12 @@ public struct FileVersion: Equatable, Sendable {
     /// The unresolved conflict versions of `item`, oldest first. Entries that
     /// are not versions (a link, a FIFO, a name of another form) are skipped.
     public static func unresolvedConflictVersions(of item: FilePath) throws -> [FileVersion] {
-        guard let folder = try versionsFolder(of: FileCoordinator.Location(item), create: false) else { return [] }
+        try unresolvedConflictVersions(of: FileCoordinator.Location(item))
+    }
+
+    public static func unresolvedConflictVersions(of location: FileCoordinator.Location) throws -> [FileVersion] {
+        let item = location.path
+        guard let folder = try versionsFolder(of: location, create: false) else { return [] }
         guard let stream = fdopendir(dup(folder.rawValue)) else { return [] }
         defer { closedir(stream) }
         var versions: [FileVersion] = []
@@ -59,7 +64,12 @@ public struct FileVersion: Equatable, Sendable {
 
     /// The version's bytes.
     public func contents() throws -> [UInt8] {
-        guard let folder = try Self.versionsFolder(of: FileCoordinator.Location(item), create: false) else { throw CoordinationError.noSuchVersion(item, identifier) }
+        try contents(at: FileCoordinator.Location(item))
+    }
+
+    /// The version's bytes, for the item at `location`.
+    public func contents(at location: FileCoordinator.Location) throws -> [UInt8] {
+        guard let folder = try Self.versionsFolder(of: location, create: false) else { throw CoordinationError.noSuchVersion(item, identifier) }
         let fd = csb_open_regular(folder.rawValue, identifier, O_RDONLY, 0)
         guard fd >= 0 else { throw CoordinationError.noSuchVersion(item, identifier) }
         return try Self.readAll(OwnedDescriptor(taking: fd), path: item)
@@ -79,11 +89,17 @@ public struct FileVersion: Equatable, Sendable {
     /// file, coordinated), every conflict version is removed. Returns what was kept.
     @discardableResult
     public static func resolve(_ item: FilePath, keeping choice: Choice = .newest, coordinator: FileCoordinator = FileCoordinator()) throws -> Choice {
-        let versions = try unresolvedConflictVersions(of: item)
+        try resolve(FileCoordinator.Location(item), keeping: choice, coordinator: coordinator)
+    }
+
+    @discardableResult
+    public static func resolve(_ location: FileCoordinator.Location, keeping choice: Choice = .newest, coordinator: FileCoordinator = FileCoordinator()) throws -> Choice {
+        let item = location.path
+        let versions = try unresolvedConflictVersions(of: location)
         var kept = choice
         if choice == .newest {
             var status = stat()
-            let current = stat(item.string, &status) == 0 ? status.st_mtim : timespec(tv_sec: 0, tv_nsec: 0)
+            let current = fstatat(location.folder.rawValue, location.name, &status, AT_SYMLINK_NOFOLLOW) == 0 ? status.st_mtim : timespec(tv_sec: 0, tv_nsec: 0)
             if let newest = versions.last, (newest.modified.tv_sec, newest.modified.tv_nsec) > (current.tv_sec, current.tv_nsec) {
                 kept = .version(newest.identifier)
             } else {
@@ -92,9 +108,8 @@ public struct FileVersion: Equatable, Sendable {
         }
         if case .version(let identifier) = kept {
             guard let version = versions.first(where: { $0.identifier == identifier }) else { throw CoordinationError.noSuchVersion(item, identifier) }
-            try coordinator.replace(contentsOf: item, with: try version.contents())
+            try coordinator.replace(contentsOf: location, with: try version.contents(at: location))
         }
-        let location = try FileCoordinator.Location(item)
         if let folder = try versionsFolder(of: location, create: false) {
             for version in versions { _ = unlinkat(folder.rawValue, version.identifier, 0) }
             if let all = try? versionsRoot(in: location.folder, create: false) {

@@ -29,8 +29,11 @@ public enum Placeholder {
     }
 
     public static func status(of path: FilePath) throws -> DownloadingStatus {
-        let folder = try FileCoordinator.folder(of: path)
-        let name = try FileCoordinator.name(of: path)
+        try status(of: FileCoordinator.Location(path))
+    }
+
+    public static func status(of location: FileCoordinator.Location) throws -> DownloadingStatus {
+        let (folder, name) = (location.folder, location.name)
         var status = stat()
         let present = fstatat(folder.rawValue, name, &status, AT_SYMLINK_NOFOLLOW) == 0
         let stub = fstatat(folder.rawValue, FileCoordinator.sibling(of: name, suffix: ".icloud"), &status, AT_SYMLINK_NOFOLLOW) == 0
@@ -39,8 +42,12 @@ public enum Placeholder {
 
     /// Asks the sync daemon for `path` (creates `.NAME.icloud.download`).
     public static func requestDownload(of path: FilePath) throws {
-        let folder = try FileCoordinator.folder(of: path)
-        let marker = FileCoordinator.sibling(of: try FileCoordinator.name(of: path), suffix: ".icloud.download")
+        try requestDownload(of: FileCoordinator.Location(path))
+    }
+
+    public static func requestDownload(of location: FileCoordinator.Location) throws {
+        let (folder, path) = (location.folder, location.path)
+        let marker = FileCoordinator.sibling(of: location.name, suffix: ".icloud.download")
         let fd = openat(folder.rawValue, marker, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0o644)
         guard fd >= 0 else { throw CoordinationError.system(operation: "requesting the download of", path: path, errno: Errno(rawValue: errno)) }
         close(fd)
@@ -48,11 +55,15 @@ public enum Placeholder {
 
     /// Requests the download and waits until `path` is on disk.
     public static func download(_ path: FilePath, timeout: Duration) throws {
-        guard try status(of: path) == .notDownloaded else { return }
-        try requestDownload(of: path)
+        try download(FileCoordinator.Location(path), timeout: timeout)
+    }
+
+    public static func download(_ location: FileCoordinator.Location, timeout: Duration) throws {
+        guard try status(of: location) == .notDownloaded else { return }
+        try requestDownload(of: location)
         let deadline = ContinuousClock.now + timeout
-        while try status(of: path) == .notDownloaded {
-            if ContinuousClock.now >= deadline { throw CoordinationError.placeholder(path) }
+        while try status(of: location) == .notDownloaded {
+            if ContinuousClock.now >= deadline { throw CoordinationError.placeholder(location.path) }
             usleep(10_000)
         }
     }

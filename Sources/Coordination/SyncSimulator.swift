@@ -49,8 +49,12 @@ public final class SyncSimulator {
     static let maxEntries = 10_000
     static let maxDepth = 8
 
-    public init(folder: FilePath, options: Options = Options()) {
+    private let opened: OwnedDescriptor?
+
+    /// `descriptor`: the folder, already opened by a caller that walked its path safely.
+    public init(folder: FilePath, descriptor: OwnedDescriptor? = nil, options: Options = Options()) {
         root = folder
+        opened = descriptor
         self.options = options
         random = SplitMix(seed: options.seed)
     }
@@ -59,8 +63,12 @@ public final class SyncSimulator {
     /// brings every evicted file back, and returns the counts.
     public func run(tick: Duration = .milliseconds(5), shouldStop: () -> Bool) throws -> Counts {
         let rootFolder: OwnedDescriptor
-        do { rootFolder = try .openPath(root, follow: true) } catch {
-            throw CoordinationError.system(operation: "opening", path: root, errno: error)
+        if let opened {
+            rootFolder = opened
+        } else {
+            do { rootFolder = try .openPath(root, follow: true) } catch {
+                throw CoordinationError.system(operation: "opening", path: root, errno: error)
+            }
         }
         let seconds = FileCoordinator.seconds(tick)
         var scanned = scan(rootFolder)

@@ -1,6 +1,7 @@
 @preconcurrency import Glibc
 import ArgumentParser
 import Coordination
+import Grants
 import Sandbox
 import SystemPackage
 
@@ -16,7 +17,7 @@ enum CoordinationExit {
         case .notOneLine: notOneLine
         case .timedOut, .placeholder: tryLater
         case .system: ioError
-        case .notARegularFile, .link, .damagedJournal, .damagedPlaceholder, .noSuchVersion: refused
+        case .notARegularFile, .link, .damagedJournal, .damagedPlaceholder, .noSuchVersion, .unsafePath: refused
         }
     }
 
@@ -60,8 +61,9 @@ struct Append: ParsableCommand {
     func run() throws {
         let coordinator = FileCoordinator(timeout: .milliseconds(Int64(max(0, timeout) * 1000)))
         try CoordinationExit.run {
-            if let download { try Placeholder.download(FilePath(file), timeout: .milliseconds(Int64(max(0, download) * 1000))) }
-            try coordinator.append(line: Array(text.utf8), to: FilePath(file))
+            let location = try UnconfinedPath.file(file)
+            if let download { try Placeholder.download(location, timeout: .milliseconds(Int64(max(0, download) * 1000))) }
+            try coordinator.append(line: Array(text.utf8), to: location)
         }
     }
 }
@@ -106,7 +108,7 @@ struct Coordinate: ParsableCommand {
         var status: Int32 = 0
         try CoordinationExit.run {
             if let read {
-                try coordinator.coordinate(readingItemAt: FilePath(read)) { item in status = try spawn(item.path) }
+                try coordinator.coordinate(reading: try UnconfinedPath.file(read)) { item in status = try spawn(item.path) }
             } else if let write {
                 let intent: FileCoordinator.WritingIntent = switch intent {
                 case .merging: .forMerging
@@ -114,7 +116,7 @@ struct Coordinate: ParsableCommand {
                 case .deleting: .forDeleting
                 case .moving: .forMoving
                 }
-                try coordinator.coordinate(writingItemAt: FilePath(write), options: intent) { item in
+                try coordinator.coordinate(writing: try UnconfinedPath.file(write), options: intent) { item in
                     status = try spawn(item.path)
                     if intent == .forReplacing, status != 0 { throw ExitCode(status) }  // the temporary file is discarded
                 }
@@ -214,9 +216,9 @@ struct SyncSimulatorCommand: ParsableCommand {
         sigaddset(&stopping, SIGTERM)
         pthread_sigmask(SIG_BLOCK, &stopping, nil)
         let deadline = seconds.map { ContinuousClock.now + .milliseconds(Int64($0 * 1000)) }
-        let simulator = SyncSimulator(folder: FilePath(folder), options: options)
         var counts = SyncSimulator.Counts()
         try CoordinationExit.run {
+            let simulator = SyncSimulator(folder: FilePath(folder), descriptor: try UnconfinedPath.folder(folder), options: options)
             counts = try simulator.run {
                 var pending = sigset_t()
                 sigpending(&pending)
@@ -255,8 +257,8 @@ struct Versions: ParsableCommand {
     var keep: String = "newest"
 
     func run() throws {
-        let path = FilePath(file)
         try CoordinationExit.run {
+            let path = try UnconfinedPath.file(file)
             switch action {
             case .list:
                 for version in try FileVersion.unresolvedConflictVersions(of: path) {
@@ -265,9 +267,9 @@ struct Versions: ParsableCommand {
             case .show:
                 guard let identifier else { throw ValidationError("show needs a version's identifier: see `versions list`") }
                 guard let version = try FileVersion.unresolvedConflictVersions(of: path).first(where: { $0.identifier == identifier }) else {
-                    throw CoordinationError.noSuchVersion(path, identifier)
+                    throw CoordinationError.noSuchVersion(path.path, identifier)
                 }
-                let bytes = try version.contents()
+                let bytes = try version.contents(at: path)
                 _ = bytes.withUnsafeBytes { Glibc.write(1, $0.baseAddress, $0.count) }
             case .resolve:
                 let choice: FileVersion.Choice = switch keep {
@@ -281,5 +283,40 @@ struct Versions: ParsableCommand {
                 }
             }
         }
+    }
+}
+
+/// Paths these commands take from the user, walked as `run` walks a policy
+/// file's: a symbolic link inside a folder an app can write (its container,
+/// any read-write grant) is refused, since the app may have planted it to
+/// send this unconfined process elsewhere. Links elsewhere are the user's.
+enum UnconfinedPath {
+    static func untrusted() -> [OwnedDescriptor] {
+        let environment = Environment.current
+        guard let state = try? StateDirectory.defaultPath(environment: environment),
+              let base = try? AppContainer.defaultBase(environment: environment) else { return everything }
+        var folders = [try? OwnedDescriptor.openPath(FilePath(base), follow: true)].compactMap { $0 }
+        if access(state, F_OK) == 0 {
+            // Grants exist: every read-write one is the apps'. A state we cannot read: trust no link.
+            guard let broker = try? Broker.open(), let writable = try? broker.writableFolders(of: nil) else { return everything }
+            folders += writable
+        }
+        return folders
+    }
+
+    /// "/": every link is beneath it.
+    static var everything: [OwnedDescriptor] { [try? OwnedDescriptor.openPath("/", follow: false)].compactMap { $0 } }
+
+    static func folder(_ path: String) throws -> OwnedDescriptor {
+        let absolute = Broker.absolute(path)
+        return try SafeWalk.openFolder(absolute, untrusted: untrusted()) { CoordinationError.unsafePath(FilePath(path), problem: $0) }
+    }
+
+    static func file(_ path: String) throws -> FileCoordinator.Location {
+        let full = FilePath(Broker.absolute(path))
+        guard let last = full.lastComponent, last.kind == .regular else { throw CoordinationError.notARegularFile(FilePath(path)) }
+        let parent = full.removingLastComponent()
+        let name = FilePath(root: nil, [last]).withPlatformString { Array(UnsafeBufferPointer(start: $0, count: strlen($0) + 1)) }
+        return FileCoordinator.Location(folder: try folder(parent.string), name: name, path: FilePath(path))
     }
 }

@@ -261,3 +261,38 @@ final class ManagedCounter: @unchecked Sendable {
         #expect(lines == "from the host\nreplaced\nfrom the sandbox\n")
     }
 }
+
+/// The unconfined commands walk the user's path without following a link an app planted.
+@Suite struct UnconfinedPathTests {
+    @Test func aLinkPlantedInAGrantIsNotFollowedByAppendOrTheSimulator() throws {
+        let home = Scratch()
+        let environment = ["XDG_DATA_HOME": home.path + "/data", "XDG_STATE_HOME": home.path + "/state", "HOME": home.path, "PATH": "/usr/bin:/bin"]
+        func cli(_ arguments: [String]) throws -> Int32 {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: Party.binary)
+            process.arguments = arguments
+            process.environment = environment
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            process.waitUntilExit()
+            return process.terminationStatus
+        }
+        let vault = home.path + "/Vault", outside = home.path + "/outside"
+        try FileManager.default.createDirectory(atPath: vault, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: outside, withIntermediateDirectories: true)
+        try "private\n".write(toFile: outside + "/notes.md", atomically: false, encoding: .utf8)
+        #expect(try cli(["pick", "--app", "com.example.memo", "--select", vault, "-o", home.path + "/vault.bookmark"]) == 0)
+        // What the app did from inside its grant:
+        #expect(symlink(outside, vault + "/daily") == 0)
+        // Without the walk, append would have written through the link (as the kernel would).
+        #expect(try cli(["append", vault + "/daily/notes.md", "planted"]) == 125)
+        #expect(try cli(["sync-simulator", vault + "/daily", "--seconds", "0.2", "--edit-rate", "100"]) == 125)
+        #expect(try cli(["versions", "resolve", vault + "/daily/notes.md"]) == 125)
+        #expect(try String(contentsOfFile: outside + "/notes.md", encoding: .utf8) == "private\n")
+        // A link of the user's, outside every grant, is followed as before.
+        #expect(symlink(vault, home.path + "/VaultLink") == 0)
+        #expect(try cli(["append", home.path + "/VaultLink/today.md", "fine"]) == 0)
+        #expect(try String(contentsOfFile: vault + "/today.md", encoding: .utf8) == "fine\n")
+    }
+}
