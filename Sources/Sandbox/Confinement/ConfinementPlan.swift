@@ -203,8 +203,8 @@ public final class ConfinementPlan: @unchecked Sendable {
             (try? syscallRetrying { csb_open_path(AT_FDCWD, path, 1) }).map { (path, try? Ancestry.chain(of: OwnedDescriptor(taking: $0))) }
         }
         guard !guarded.isEmpty else { return }
-        for rule in systemPaths + grants {
-            let ruleChain = try? Ancestry.chain(of: rule.descriptor)
+        let rules = systemPaths + grants
+        for (rule, ruleChain) in zip(rules, Ancestry.chains(of: rules.map(\.descriptor))) {
             for (path, chain) in guarded {
                 guard let ruleChain, let chain else { throw .setup(step: "checking \(Printable.path(rule.path)) against \(Printable.path(path))", errno: .ioError) }
                 guard Ancestry.overlaps(ruleChain, chain) else { continue }

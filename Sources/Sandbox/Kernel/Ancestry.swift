@@ -27,6 +27,46 @@ public enum Ancestry {
         throw .tooManySymbolicLinkLevels  // a 4,096-deep tree: treat as unresolvable
     }
 
+    /// Chains of many descriptors, walking each folder above them once:
+    /// sixty system paths under /etc cost one walk of /etc, not sixty.
+    /// A chain that cannot be walked is nil.
+    static func chains(of descriptors: [OwnedDescriptor]) -> [[InodeIdentity]?] {
+        var above: [InodeIdentity: [InodeIdentity]] = [:]  // a folder's chain, itself first
+        func walk(_ start: OwnedDescriptor, _ identity: InodeIdentity) throws(Errno) -> [InodeIdentity] {
+            var pending: [InodeIdentity] = []
+            var current = start
+            var currentIdentity = identity
+            for _ in 0..<4096 {
+                if let known = above[currentIdentity] {
+                    return record(pending, known)
+                }
+                pending.append(currentIdentity)
+                let parent = OwnedDescriptor(taking: try syscallRetrying { csb_open_path(current.rawValue, "..", 0) })
+                let parentIdentity = try parent.status().inodeIdentity
+                if parentIdentity == currentIdentity { return record(pending, []) }  // "/"
+                current = parent
+                currentIdentity = parentIdentity
+            }
+            throw .tooManySymbolicLinkLevels
+        }
+        func record(_ pending: [InodeIdentity], _ tail: [InodeIdentity]) -> [InodeIdentity] {
+            var chain = tail
+            for identity in pending.reversed() {
+                chain.insert(identity, at: 0)
+                above[identity] = chain
+            }
+            return chain
+        }
+        return descriptors.map { fd in
+            guard let status = try? fd.status() else { return nil }
+            if status.isDirectory { return try? walk(fd, status.inodeIdentity) }
+            guard let folder = try? folder(holding: fd, identity: status.inodeIdentity),
+                  let folderStatus = try? folder.status(),
+                  let chain = try? walk(folder, folderStatus.inodeIdentity) else { return nil }
+            return [status.inodeIdentity] + chain
+        }
+    }
+
     private static func folder(holding file: OwnedDescriptor, identity: InodeIdentity) throws(Errno) -> OwnedDescriptor {
         guard let path = FilePath.ofDescriptor(file.rawValue), let leaf = path.lastComponent else {
             throw .noSuchFileOrDirectory  // deleted, or not on a path at all
