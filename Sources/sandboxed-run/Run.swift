@@ -52,9 +52,85 @@ struct Run: ParsableCommand {
 
     mutating func run() throws {
         if command.first == "--" { command.removeFirst() }
-        let policy = try PolicyChoice.load(self.policy, app: try app.appID())
+        try RunOptions(
+            app: app.app, policy: policy, bestEffort: bestEffort, report: report, keptDescriptors: keptDescriptors,
+            setEnvironment: setEnvironment, keptEnvironment: keptEnvironment, grants: grants, onStale: onStale,
+            onMissing: onMissing, workingDirectory: workingDirectory, command: command
+        ).execute()
+    }
+}
+
+/// `run`'s options, parsed by ArgumentParser (Run) or by the fast path
+/// (`RunOptions.parse`), which costs no reflection at start-up.
+struct RunOptions {
+    var app: String
+    var policy: String?
+    var bestEffort = false
+    var report = false
+    var keptDescriptors: [Int32] = []
+    var setEnvironment: [String] = []
+    var keptEnvironment: [String] = []
+    var grants: [String] = []
+    var onStale: StaleChoice?
+    var onMissing: MissingChoice = .fail
+    var workingDirectory: String?
+    var command: [String] = []
+
+    /// The fast path: `options` are `run`'s arguments before `--`, `command`
+    /// what follows it. nil for anything it does not take exactly as
+    /// ArgumentParser would (help, an unknown or repeated option, a bad
+    /// value, a missing --app or command): ArgumentParser then parses the
+    /// same words and gives its own help or error.
+    static func parse(_ options: ArraySlice<String>, command: [String]) -> RunOptions? {
+        guard !command.isEmpty else { return nil }
+        var app: String?
+        var parsed = RunOptions(app: "", command: command)
+        var seen: Set<String> = []
+        var index = options.startIndex
+        func value() -> String? {
+            index += 1
+            guard index < options.endIndex, !options[index].hasPrefix("-") else { return nil }
+            return options[index]
+        }
+        while index < options.endIndex {
+            let word = options[index]
+            // --name=value: split once, as ArgumentParser does.
+            var name = word
+            var inline: String?
+            if word.hasPrefix("--"), let equals = word.firstIndex(of: "=") {
+                name = String(word[..<equals])
+                inline = String(word[word.index(after: equals)...])
+            }
+            func take() -> String? { inline ?? value() }
+            let single = ["--app", "--policy", "--on-stale", "--on-missing", "--chdir", "--best-effort", "--report"]
+            if single.contains(name) {
+                guard seen.insert(name).inserted else { return nil }  // ArgumentParser keeps the last; say it its way
+            }
+            switch name {
+            case "--app": guard let v = take() else { return nil }; app = v
+            case "--policy": guard let v = take() else { return nil }; parsed.policy = v
+            case "--best-effort": guard inline == nil else { return nil }; parsed.bestEffort = true
+            case "--report": guard inline == nil else { return nil }; parsed.report = true
+            case "--keep-fd": guard let v = take(), let fd = Int32(v) else { return nil }; parsed.keptDescriptors.append(fd)
+            case "--setenv": guard let v = take() else { return nil }; parsed.setEnvironment.append(v)
+            case "--keep-env": guard let v = take() else { return nil }; parsed.keptEnvironment.append(v)
+            case "--grant": guard let v = take() else { return nil }; parsed.grants.append(v)
+            case "--on-stale": guard let v = take(), let choice = StaleChoice(rawValue: v) else { return nil }; parsed.onStale = choice
+            case "--on-missing": guard let v = take(), let choice = MissingChoice(rawValue: v) else { return nil }; parsed.onMissing = choice
+            case "--chdir": guard let v = take() else { return nil }; parsed.workingDirectory = v
+            default: return nil  // -h, --help, a positional, anything else
+            }
+            index += 1
+        }
+        guard let app else { return nil }
+        parsed.app = app
+        return parsed
+    }
+
+    func execute() throws {
+        let policy = try PolicyChoice.load(self.policy, app: try AppID(app))
         var request = LaunchRequest(
-            app: try app.appID(), policy: policy, command: command,
+            app: try AppID(app), policy: policy, command: command,
             containerBase: try AppOptions.containerBase(), hostEnvironment: Environment.current)
         request.keptDescriptors = keptDescriptors
         request.keptEnvironment = keptEnvironment

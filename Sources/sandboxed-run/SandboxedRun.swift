@@ -32,6 +32,11 @@ struct SandboxedRun: ParsableCommand {
             options.removeSubrange(separator...)
         }
         do {
+            // `run` as it is launched in scripts: no reflection, no help text built.
+            if options.first == "run", let passthrough, let fast = RunOptions.parse(options.dropFirst(), command: passthrough) {
+                try fast.execute()
+                return
+            }
             var command = try parseAsRoot(options)
             if let passthrough, var run = command as? Run {
                 run.command = passthrough
