@@ -2,6 +2,7 @@
 import ArgumentParser
 import Grants
 import Sandbox
+import SystemPackage
 
 struct Run: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -47,6 +48,12 @@ struct Run: ParsableCommand {
     @Option(name: .customLong("chdir"), help: "The command's working directory, a folder the sandbox can reach (default: its container). A relative command is found from it.")
     var workingDirectory: String?
 
+    @Flag(help: "Explain each operation the sandbox refuses, on stderr, while the command runs: the path or syscall, the layer, and the grant or policy key that would allow it.")
+    var explain = false
+
+    @Option(name: .customLong("denials"), help: "Append each refused operation to FILE as JSON lines (outside every grant and the container).")
+    var denialsFile: String?
+
     @Argument(parsing: .captureForPassthrough, help: "The command and its arguments, after --.")
     var command: [String] = []
 
@@ -63,6 +70,8 @@ struct Run: ParsableCommand {
         request.protectedFolders = [try StateDirectory.defaultPath(environment: request.hostEnvironment), request.containerBase]
         request.compatibility = bestEffort ? .bestEffort : .hardRequirement
         request.terminal = .automatic  // a terminal among stdin/stdout/stderr: the command gets its own pty
+        if explain { request.explainDenials = 2 }
+        if let denialsFile { request.denialLog = try DenialLog.open(FilePath(Broker.absolute(denialsFile))) }
         if !grants.isEmpty {
             let launchGrants = try GrantResolver.launchGrants(
                 app: request.app, policy: policy, onStale: onStale ?? (GrantResolver.hasTerminal ? .prompt : .fail),
@@ -90,6 +99,7 @@ struct Run: ParsableCommand {
         let process = try plan.launch()
         process.forwardSignals()
         let termination = try process.wait()
+        if let line = process.denials?.finish(termination) { Console.error(line) }
         Glibc.exit(termination.exitCode)
     }
 }

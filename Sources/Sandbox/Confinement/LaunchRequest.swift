@@ -59,6 +59,12 @@ public struct LaunchRequest: Sendable {
     /// Whether the command gets a pseudo-terminal of its own when one of its
     /// stdin, stdout and stderr is a terminal (see `TerminalChoice`).
     public var terminal: TerminalChoice = .automatic
+    /// `--explain`: each denial, explained, on this descriptor (the
+    /// launcher's stderr) while the command runs. Nil: none printed.
+    public var explainDenials: CInt?
+    /// `--denials FILE`: a JSON-lines log opened with `DenialLog.open`;
+    /// refused at launch when the sandbox could reach it.
+    public var denialLog: OwnedDescriptor?
 
     public init(app: AppID, policy: Policy, command: [String], containerBase: String, hostEnvironment: [String: String]) {
         self.app = app
