@@ -1,4 +1,5 @@
 @preconcurrency import Glibc
+import CSandbox
 import SystemPackage
 
 /// Collects the denials of one launch: prints each distinct one once on the
@@ -118,18 +119,24 @@ public final class DenialReporter: @unchecked Sendable {
 /// container, a system path): the command could then rewrite its own log.
 public enum DenialLog {
     public static func open(_ path: FilePath) throws(SandboxError) -> OwnedDescriptor {
+        let notRegular = SandboxError.usage("--denials \(Printable.path(bytes: path.bytes)): not a regular file (a FIFO, device or folder); name a new or regular file")
+        // Looked at before opening it: opening a device can have effects of its own.
+        let probe = path.withPlatformString { csb_open_path(AT_FDCWD, $0, 0) }
+        if probe >= 0 {
+            let existing = OwnedDescriptor(taking: probe)
+            guard let status = try? existing.status(), (status.st_mode & S_IFMT) == S_IFREG || (status.st_mode & S_IFMT) == S_IFLNK else { throw notRegular }
+        }
         // No O_TRUNC yet: a file in a grant must be refused untouched.
         let flags = O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY
         let fd = path.withPlatformString { Glibc.open($0, flags, 0o600) }
         guard fd >= 0 else {
             let error = Errno(rawValue: errno)
+            if error.rawValue == ENXIO { throw notRegular }  // a FIFO swapped in: O_NONBLOCK
             let why = error == .tooManySymbolicLinkLevels ? "it is a symbolic link; name the file itself" : error.description
             throw .usage("--denials \(Printable.path(bytes: path.bytes)): \(why)")
         }
         let file = OwnedDescriptor(taking: fd)
-        guard let status = try? file.status(), (status.st_mode & S_IFMT) == S_IFREG else {
-            throw .usage("--denials \(Printable.path(bytes: path.bytes)): not a regular file (a FIFO, device or folder); name a new or regular file")
-        }
+        guard let status = try? file.status(), (status.st_mode & S_IFMT) == S_IFREG else { throw notRegular }
         guard status.st_nlink <= 1 else {
             throw .usage("--denials \(Printable.path(bytes: path.bytes)): the file has other names (hard links); name a file with one")
         }
