@@ -225,7 +225,7 @@ final class MetadataSupervisor {
             reason = observer.reason(operation: reads ? .read : .write, covering: observer.covering(target), path: shown)
         }
         reporter.record(Denial(
-            operation: reads ? .read : .metadata, layer: .supervisor, syscall: name, path: FilePath(bytes: shown),
+            operation: reads ? .read : .metadata, layer: .supervisor, syscall: name, path: shown,
             reason: reason, errno: reads ? EACCES : EPERM))
     }
 

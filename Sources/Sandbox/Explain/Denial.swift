@@ -19,14 +19,15 @@ public struct Denial: Sendable, Hashable {
     public let layer: Layer
     /// The syscall's name, as the kernel's table has it.
     public let syscall: String
-    /// The path as the command gave it, exact bytes (nil for a syscall or a socket).
-    public let path: FilePath?
+    /// The path as the command gave it, exact bytes (nil for a syscall or a
+    /// socket). Bytes, not a `FilePath`, which would normalize "//" away.
+    public let path: [UInt8]?
     /// Why, and what would allow it: "is in grant VAULT, which is read-only".
     public let reason: String
     /// The errno the command receives.
     public let errno: Int32
 
-    public init(operation: Operation, layer: Layer, syscall: String, path: FilePath?, reason: String, errno: Int32) {
+    public init(operation: Operation, layer: Layer, syscall: String, path: [UInt8]?, reason: String, errno: Int32) {
         self.operation = operation
         self.layer = layer
         self.syscall = syscall
@@ -37,9 +38,15 @@ public struct Denial: Sendable, Hashable {
 
     /// The line for a terminal, escaped: paths are the command's choice.
     public var message: String {
-        let subject = path.map { Printable.path(bytes: $0.bytes) } ?? syscall
+        // A line should stay a line: very long paths are cut (the JSON "path" stays exact).
+        let subject = path.map { path in
+            path.count <= Self.shownBytes ? Printable.path(bytes: path)
+                : Printable.path(bytes: Array(path.prefix(Self.shownBytes))) + "… (\(path.count) bytes)"
+        } ?? syscall
         return "\(operation.rawValue) denied: \(subject)\(reason.hasPrefix(" ") ? "" : ": ")\(reason) [\(layer.rawValue), \(syscall)]"
     }
+
+    static let shownBytes = 512
 
     /// One JSON object, keys sorted; a path that is not UTF-8 is `{"text","hex"}`.
     public var json: String {
@@ -74,9 +81,9 @@ enum JSONText {
     }
 
     /// A path's exact text, or `{"hex":..., "text":...}` when it is not UTF-8.
-    static func path(_ path: FilePath) -> String {
-        if let text = path.exactString { return quote(text) }
-        return object([("hex", quote(Printable.hex(path.bytes))), ("text", quote(String(decoding: path.bytes, as: UTF8.self)))])
+    static func path(_ bytes: [UInt8]) -> String {
+        if let text = String(validating: bytes, as: UTF8.self) { return quote(text) }
+        return object([("hex", quote(Printable.hex(bytes))), ("text", quote(String(decoding: bytes, as: UTF8.self)))])
     }
 
     static func object(_ fields: [(String, String)]) -> String {

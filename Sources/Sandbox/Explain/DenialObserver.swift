@@ -180,7 +180,7 @@ final class DenialObserver {
         }
         guard !allowed else { return nil }
         return Denial(
-            operation: operation, layer: .landlock, syscall: syscall, path: FilePath(bytes: shown),
+            operation: operation, layer: .landlock, syscall: syscall, path: shown,
             reason: reason(operation: operation, covering: covering.first?.rule, path: shown), errno: EACCES)
     }
 
