@@ -2,6 +2,7 @@
 import ArgumentParser
 import Grants
 import Sandbox
+import SystemPackage
 
 struct Run: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -47,6 +48,12 @@ struct Run: ParsableCommand {
     @Option(name: .customLong("chdir"), help: "The command's working directory, a folder the sandbox can reach (default: its container). A relative command is found from it.")
     var workingDirectory: String?
 
+    @Flag(help: "Explain each operation the sandbox refuses, on stderr, while the command runs: the path or syscall, the layer, and the grant or policy key that would allow it.")
+    var explain = false
+
+    @Option(name: .customLong("denials"), help: "Append each refused operation to FILE as JSON lines (outside every grant and the container).")
+    var denialsFile: String?
+
     @Argument(parsing: .captureForPassthrough, help: "The command and its arguments, after --.")
     var command: [String] = []
 
@@ -55,7 +62,8 @@ struct Run: ParsableCommand {
         try RunOptions(
             app: app.app, policy: policy, bestEffort: bestEffort, report: report, keptDescriptors: keptDescriptors,
             setEnvironment: setEnvironment, keptEnvironment: keptEnvironment, grants: grants, onStale: onStale,
-            onMissing: onMissing, workingDirectory: workingDirectory, command: command
+            onMissing: onMissing, workingDirectory: workingDirectory, explain: explain, denialsFile: denialsFile,
+            command: command
         ).execute()
     }
 }
@@ -74,6 +82,8 @@ struct RunOptions {
     var onStale: StaleChoice?
     var onMissing: MissingChoice = .fail
     var workingDirectory: String?
+    var explain = false
+    var denialsFile: String?
     var command: [String] = []
 
     /// The fast path: `options` are `run`'s arguments before `--`, `command`
@@ -102,7 +112,7 @@ struct RunOptions {
                 inline = String(word[word.index(after: equals)...])
             }
             func take() -> String? { inline ?? value() }
-            let single = ["--app", "--policy", "--on-stale", "--on-missing", "--chdir", "--best-effort", "--report"]
+            let single = ["--app", "--policy", "--on-stale", "--on-missing", "--chdir", "--best-effort", "--report", "--explain", "--denials"]
             if single.contains(name) {
                 guard seen.insert(name).inserted else { return nil }  // ArgumentParser keeps the last; say it its way
             }
@@ -118,6 +128,8 @@ struct RunOptions {
             case "--on-stale": guard let v = take(), let choice = StaleChoice(rawValue: v) else { return nil }; parsed.onStale = choice
             case "--on-missing": guard let v = take(), let choice = MissingChoice(rawValue: v) else { return nil }; parsed.onMissing = choice
             case "--chdir": guard let v = take() else { return nil }; parsed.workingDirectory = v
+            case "--explain": guard inline == nil else { return nil }; parsed.explain = true
+            case "--denials": guard let v = take() else { return nil }; parsed.denialsFile = v
             default: return nil  // -h, --help, a positional, anything else
             }
             index += 1
@@ -139,6 +151,8 @@ struct RunOptions {
         request.protectedFolders = [try StateDirectory.defaultPath(environment: request.hostEnvironment), request.containerBase]
         request.compatibility = bestEffort ? .bestEffort : .hardRequirement
         request.terminal = .automatic  // a terminal among stdin/stdout/stderr: the command gets its own pty
+        if explain { request.explainDenials = 2 }
+        if let denialsFile { request.denialLog = try DenialLog.open(FilePath(Broker.absolute(denialsFile))) }
         if !grants.isEmpty {
             let launchGrants = try GrantResolver.launchGrants(
                 app: request.app, policy: policy, onStale: onStale ?? (GrantResolver.hasTerminal ? .prompt : .fail),
@@ -166,6 +180,7 @@ struct RunOptions {
         let process = try plan.launch()
         process.forwardSignals()
         let termination = try process.wait()
+        if let line = process.denials?.finish(termination) { Console.error(line) }
         Glibc.exit(termination.exitCode)
     }
 }

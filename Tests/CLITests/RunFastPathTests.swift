@@ -10,11 +10,12 @@ import Testing
         ["--policy=/tmp/p.plist", "--app", "a", "--grant", "VAULT=v.bookmark", "--grant=NOTES=n.bookmark"],
         ["--app", "a", "--keep-fd", "3", "--keep-fd=4", "--setenv", "A=b=c", "--keep-env", "TERM", "--on-stale", "follow",
          "--on-missing", "prompt", "--chdir", "/tmp", "--setenv=X="],
+        ["--app", "a", "--explain", "--denials", "/tmp/log.jsonl"], ["--denials=/tmp/d", "--app", "a"],
     ]
     static let leftToArgumentParser: [[String]] = [
         [], ["--help"], ["-h"], ["--app"], ["--app", "--report"], ["--app", "a", "--on-stale", "sometimes"],
         ["--app", "a", "--keep-fd", "three"], ["--app", "a", "--unknown"], ["--app", "a", "stray"],
-        ["--app", "a", "--app", "b"], ["--app", "a", "--report=yes"], ["--app", "a", "--setenv", "-x"],
+        ["--app", "a", "--app", "b"], ["--app", "a", "--report=yes"], ["--app", "a", "--setenv", "-x"], ["--app", "a", "--explain=1"],
     ]
 
     @Test(arguments: accepted) func readsWhatArgumentParserReads(options: [String]) throws {
@@ -33,6 +34,8 @@ import Testing
         #expect(fast.onStale == slow.onStale)
         #expect(fast.onMissing == slow.onMissing)
         #expect(fast.workingDirectory == slow.workingDirectory)
+        #expect(fast.explain == slow.explain)
+        #expect(fast.denialsFile == slow.denialsFile)
         #expect(fast.command == command)
     }
 

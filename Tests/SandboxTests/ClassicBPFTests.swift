@@ -245,3 +245,21 @@ import CSandbox
         #expect(guarded == HostileAppFilterTests.schedulingRefused)
     }
 }
+
+/// `--explain` costs nothing when off: the filter is the one built without it.
+@Suite struct ExplainFilterTests {
+    @Test func withoutExplainTheFilterIsByteIdentical() throws {
+        for network in [false, true] {
+            let plain = try SyscallFilter(options: .init(networkClient: network)).compile()
+            var off = SyscallFilter.Options(networkClient: network)
+            off.observeDenials = false
+            #expect(try SyscallFilter(options: off).compile() == plain)
+            var on = off
+            on.observeDenials = true
+            let observed = try SyscallFilter(options: on).compile()
+            #expect(observed != plain)
+            // The argument guard never changes.
+            #expect(try SyscallFilter(options: on).argumentGuard() == SyscallFilter(options: off).argumentGuard())
+        }
+    }
+}

@@ -73,7 +73,18 @@ extension ConfinementPlan {
 
         var listener: OwnedDescriptor?
         var namespaces = ConfinedProcess.Namespaces()
+        let supervisor = MetadataSupervisor(writableRoots: writableRoots, readableRoots: readableRoots)
+        supervisor.reporter = denials
+        supervisor.observer = observer
         while true {
+            // The observer sees the command's own execve: serve it while waiting.
+            if observer != nil, let listener {
+                var fds = [pollfd(fd: keeper.report.rawValue, events: Int16(POLLIN), revents: 0),
+                           pollfd(fd: listener.rawValue, events: Int16(POLLIN), revents: 0)]
+                if poll(&fds, 2, -1) < 0 { continue }  // EINTR
+                if fds[1].revents & Int16(POLLIN) != 0 { supervisor.serveOne(listener: listener.rawValue) }
+                if fds[0].revents == 0 { continue }
+            }
             let message: Keeper.Message
             do {
                 message = try keeper.next()
@@ -84,8 +95,7 @@ extension ConfinementPlan {
             switch message {
             case .running(let pid):
                 return ConfinedProcess(
-                    pid: pid, keeper: keeper, listener: listener, relay: relay, namespaces: namespaces,
-                    supervisor: MetadataSupervisor(writableRoots: writableRoots, readableRoots: readableRoots))
+                    pid: pid, keeper: keeper, listener: listener, relay: relay, namespaces: namespaces, supervisor: supervisor)
             case .listener(let fd):
                 listener = fd
             case .namespaces(let bits):
@@ -232,6 +242,9 @@ public final class ConfinedProcess: @unchecked Sendable {
     }
 
     private var termination: Termination?
+
+    /// The denials seen so far (see `DenialReporter.finish` for the closing line).
+    public var denials: DenialReporter? { supervisor.reporter }
 
     /// Catches SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 before
     /// launch; the last one is held and sent once `forwardSignals` knows the child.

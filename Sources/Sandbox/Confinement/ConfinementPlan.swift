@@ -31,6 +31,10 @@ public final class ConfinementPlan: @unchecked Sendable {
     /// Everything the sandbox may read (system paths, container, grants),
     /// pinned open: where inotify watches may go.
     let readableRoots: [OwnedDescriptor]
+    /// The launch's denials: counted always, explained under `--explain`/`--denials`.
+    public let denials: DenialReporter
+    /// Set only under `--explain`/`--denials`: the filter then sends path calls to it.
+    let observer: DenialObserver?
 
     public static let sandboxPath = "/usr/local/bin:/usr/bin:/bin"
 
@@ -96,10 +100,21 @@ public final class ConfinementPlan: @unchecked Sendable {
         // The keeper's kill(-1) is denied for every host process: not worth an audit record each.
         keeperRestrictFlags = abi >= 7 ? CSB_LANDLOCK_RESTRICT_SELF_LOG_SAME_EXEC_OFF : 0
         superviseMetadata = features.seccompUserNotification
+        denials = DenialReporter(terminal: request.explainDenials, log: request.denialLog)
+        if let log = request.denialLog { try DenialLog.check(log, against: systemPaths + folders) }
+        if denials.explains {
+            guard superviseMetadata, features.seccompFilter else {
+                throw .usage("--explain and --denials need seccomp user notification (Linux 5.0 or later), which this kernel lacks")
+            }
+            observer = DenialObserver(rules: systemPaths + folders, policy: policy, containerRoot: container.root, reporter: denials)
+        } else {
+            observer = nil
+        }
         if features.seccompFilter {
-            let options = SyscallFilter.Options(
+            var options = SyscallFilter.Options(
                 networkClient: policy.networkClient, networkServer: policy.networkServer,
                 extraSyscalls: policy.extraSyscalls, superviseMetadata: superviseMetadata)
+            options.observeDenials = observer != nil
             filter = try SyscallFilter(options: options).compile()
             terminalGuard = try SyscallFilter(options: options).argumentGuard()
         } else {

@@ -67,6 +67,12 @@ public struct LaunchRequest: Sendable {
     /// kernel consents, for a private /dev/shm and a /proc that shows only
     /// the sandbox's processes (see `ConfinedProcess.namespaces`).
     public var privateNamespaces = true
+    /// `--explain`: each denial, explained, on this descriptor (the
+    /// launcher's stderr) while the command runs. Nil: none printed.
+    public var explainDenials: CInt?
+    /// `--denials FILE`: a JSON-lines log opened with `DenialLog.open`;
+    /// refused at launch when the sandbox could reach it.
+    public var denialLog: OwnedDescriptor?
 
     public init(app: AppID, policy: Policy, command: [String], containerBase: String, hostEnvironment: [String: String]) {
         self.app = app

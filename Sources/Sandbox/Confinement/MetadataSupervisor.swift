@@ -85,6 +85,11 @@ final class MetadataSupervisor {
         return table
     }()
 
+    /// Counts (and, under `--explain`, reports) the supervisor's refusals.
+    var reporter: DenialReporter?
+    /// Under `--explain`: answers the notifications that only observe.
+    var observer: DenialObserver?
+
     /// The listener already asked for synchronous wake-ups.
     private var synchronousListener: CInt = -1
 
@@ -96,6 +101,11 @@ final class MetadataSupervisor {
         }
         var request = csb_seccomp_notif()
         guard csb_seccomp_notify_receive(listener, &request) == 0 else { return }  // ENOENT: the caller died
+        if Self.shapes[request.data.nr] == nil, let observer {
+            var response = observer.observe(request, listener: listener)
+            _ = csb_seccomp_notify_respond(listener, &response)
+            return
+        }
         var response = csb_seccomp_notif_resp()
         response.id = request.id
         do {
@@ -146,6 +156,8 @@ final class MetadataSupervisor {
             // Never act on /proc: there a path names the supervisor's own process.
             guard try !Self.isOnProcFS(target, status: status),
                   try isBeneath(target, status: status, folder: folder, roots: shape.operation.reads ? readable : writable) else {
+                let named: [CChar]? = if case .path(_, let path, _) = prepared.start { path } else { nil }
+                refused(shape, number: request.data.nr, path: named, target: target)
                 throw shape.operation.reads ? .permissionDenied : .notPermitted
             }
             return try prepared.details.perform(on: target, status: status, inotify: prepared.callerInotify)
@@ -220,6 +232,21 @@ final class MetadataSupervisor {
             })
         }
         return Prepared(details: details, start: start, callerInotify: callerInotify)
+    }
+
+    /// Tells the reporter: counted always (it costs nothing), explained under `--explain`.
+    private func refused(_ shape: Shape, number: Int32, path: [CChar]?, target: OwnedDescriptor) {
+        guard let reporter else { return }
+        let name = SyscallFilter.supervised.first { SyscallFilter.number($0) == number } ?? "syscall \(number)"
+        let shown = path.map { $0.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) } } ?? FilePath.ofDescriptor(target.rawValue)?.bytes ?? []
+        let reads = shape.operation.reads
+        var reason = reads ? "not beneath a folder the sandbox may read" : "not beneath a folder the sandbox may write (a read-write grant or the container)"
+        if let observer {
+            reason = observer.reason(operation: reads ? .read : .write, covering: observer.covering(target), path: shown)
+        }
+        reporter.record(Denial(
+            operation: reads ? .read : .metadata, layer: .supervisor, syscall: name, path: shown,
+            reason: reason, errno: reads ? EACCES : EPERM))
     }
 
     /// `/proc/self/fd/N`, `/proc/thread-self/fd/N`, `/proc/P/fd/N` with P
@@ -623,7 +650,7 @@ private struct Arguments {
 
 /// Reads and writes a notifying child's memory (`process_vm_readv`,
 /// `process_vm_writev`), as the kernel would copy its arguments.
-private struct ChildMemory {
+struct ChildMemory {
     let pid: pid_t
 
     func bytes(at address: UInt64, count: Int) throws(Errno) -> [UInt8] {

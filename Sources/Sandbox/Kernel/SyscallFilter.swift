@@ -142,6 +142,9 @@ struct SyscallFilter {
         /// Send metadata changes and watches to a user-notification
         /// supervisor; when false they fail with EPERM everywhere.
         var superviseMetadata = true
+        /// `--explain`: path calls, refused syscalls and refused sockets go
+        /// to the `DenialObserver` too. Off, the filter is what it always was.
+        var observeDenials = false
     }
 
     let options: Options
@@ -155,11 +158,15 @@ struct SyscallFilter {
         try check(seccomp_attr_set(context, SCMP_FLTATR_ACT_BADARCH, Self.errnoAction(ENOSYS)), "seccomp_attr_set(badarch)")
         try check(seccomp_attr_set(context, SCMP_FLTATR_CTL_NNP, 0), "seccomp_attr_set(nnp)")
 
+        let observedPaths = options.observeDenials ? Set(DenialObserver.pathCalls.keys) : []
+        let observedRefusals = options.observeDenials ? Set(DenialObserver.refusedSyscalls) : []
         for name in Self.allowed + options.extraSyscalls {
-            try add(name, Self.allowAction)
+            try add(name, observedPaths.contains(name) ? Self.notifyAction : Self.allowAction)
         }
         for (name, _) in Self.neverAllowed where !Self.supervised.contains(name) {
-            try add(name, Self.errnoAction(Self.answeredWithENOSYS.contains(name) ? ENOSYS : EPERM))
+            // Observed refusals get the same errno from the observer.
+            try add(name, observedRefusals.contains(name) ? Self.notifyAction
+                : Self.errnoAction(Self.answeredWithENOSYS.contains(name) ? ENOSYS : EPERM))
         }
         for name in Self.supervised {
             // Without a supervisor: changes and watches EPERM; attribute reads
@@ -218,7 +225,8 @@ struct SyscallFilter {
                 deniedFamilies += [2, 10, 16]
             }
             for family in deniedFamilies {
-                try add("socket", Self.errnoAction(EACCES), [Self.compare(0, SCMP_CMP_EQ, family, 0)])
+                // Observed, the observer answers the same EACCES.
+                try add("socket", options.observeDenials ? Self.notifyAction : Self.errnoAction(EACCES), [Self.compare(0, SCMP_CMP_EQ, family, 0)])
             }
 
             // Memory-backed files only if they can never become executable

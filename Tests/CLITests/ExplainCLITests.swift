@@ -1,0 +1,173 @@
+import Foundation
+import Testing
+
+/// `run --explain` and `--denials FILE`: each refused operation, explained.
+@Suite struct ExplainCLITests {
+    let home = CLI.Home()
+    var vault: String { home.path + "/Vault" }
+    var bookmark: String { home.path + "/vault.bookmark" }
+    var outside: String { home.path + "/Outside" }
+
+    init() throws {
+        try FileManager.default.createDirectory(atPath: vault, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: outside, withIntermediateDirectories: true)
+        FileManager.default.createFile(atPath: outside + "/secret.txt", contents: Data("secret\n".utf8))
+    }
+
+    func run(_ script: String, _ options: [String] = []) throws -> CLI.Result {
+        try CLI.run(["run", "--app", "com.example.memo"] + options + ["--", "/bin/sh", "-c", script], home: home)
+    }
+
+    @Test func aDeniedReadNamesThePathTheLayerAndThePolicyKey() throws {
+        let result = try run("cat \(outside)/secret.txt; cat /etc/shadow; exit 1", ["--explain"])
+        #expect(result.status == 1)
+        #expect(result.stdout.isEmpty)
+        #expect(result.stderr.contains("sandboxed-run: read denied: \(outside)/secret.txt: outside every grant: a hardcoded path? The container is $HOME ("))
+        #expect(result.stderr.contains("[Landlock, openat]"))
+        #expect(result.stderr.contains("read denied: /etc/shadow: not in policy builtin:writer (org.sandboxed-run.system-paths.read-only) [Landlock, openat]"))
+        #expect(result.stderr.contains("sandboxed-run: exit 1 after "))
+    }
+
+    @Test func aDeniedWriteIntoAReadOnlyGrantNamesTheGrant() throws {
+        FileManager.default.createFile(atPath: vault + "/today.md", contents: Data("old\n".utf8))
+        #expect(try CLI.run(["pick", "--app", "com.example.memo", "--select", vault, "-o", bookmark, "--read-only"], home: home).status == 0)
+        let result = try run(
+            "echo new >> \"$SANDBOX_GRANT_VAULT/today.md\"; touch -d 2000-01-01 \"$SANDBOX_GRANT_VAULT/today.md\"",
+            ["--explain", "--grant", "VAULT=\(bookmark)"])
+        #expect(result.status == 1)
+        #expect(result.stderr.contains("write denied: \(vault)/today.md: is in grant VAULT, which is read-only; grant it read-write to allow this [Landlock, openat]"))
+        // touch: a metadata change the supervisor refuses, explained the same way.
+        #expect(result.stderr.contains("metadata denied: \(vault)/today.md: is in grant VAULT, which is read-only; grant it read-write to allow this [supervisor, utimensat]"))
+        #expect(try String(contentsOfFile: vault + "/today.md", encoding: .utf8) == "old\n")
+    }
+
+    @Test func aDeniedWriteOutsideEveryGrantSaysSo() throws {
+        let result = try run("echo x > \(outside)/new.txt; mkdir \(outside)/folder", ["--explain"])
+        #expect(result.status == 1)
+        #expect(result.stderr.contains("write denied: \(outside)/new.txt: outside every grant: a hardcoded path?"))
+        #expect(result.stderr.contains("write denied: \(outside)/folder: outside every grant: a hardcoded path?"))
+        #expect(result.stderr.contains("[Landlock, mkdir"))
+        #expect(!FileManager.default.fileExists(atPath: outside + "/new.txt"))
+    }
+
+    @Test func aDeniedSyscallNamesTheFilter() throws {
+        // ptrace(PTRACE_TRACEME) through libc's syscall(): 101 on x86-64, 117 on arm64.
+        let number = (try? CLI.program("/usr/bin/uname", ["-m"]).stdout) == "aarch64\n" ? 117 : 101
+        let result = try run("python3 -c 'import ctypes,sys; sys.exit(0 if ctypes.CDLL(None).syscall(\(number),0,0,0,0)==0 else 4)'", ["--explain"])
+        #expect(result.status == 4)
+        #expect(result.stderr.contains("syscall denied: ptrace: never allowed: it reaches into other processes; no policy key allows it [syscall filter, ptrace]"))
+    }
+
+    @Test func aDeniedConnectionNamesTheEntitlement() throws {
+        let script = "python3 -c 'import socket; s=socket.socket(); s.connect((\"127.0.0.1\", 9))'"
+        let result = try run(script, ["--explain"])
+        #expect(result.status == 1)
+        #expect(result.stderr.contains("network denied: socket: AF_INET: policy builtin:writer has no network entitlement: com.apple.security.network.client"))
+        #expect(result.stderr.contains("[syscall filter, socket]"))
+    }
+
+    @Test func theJSONLogHasOneRecordPerDenialAndAnEnd() throws {
+        let log = home.path + "/denials.jsonl"
+        let result = try run("cat \(outside)/secret.txt; cat \(outside)/secret.txt; echo x > \(outside)/n; exit 2", ["--denials", log])
+        #expect(result.status == 2)
+        // Without --explain on the terminal: one line pointing at it.
+        // (cat also reads /usr/share/locale/locale.alias, outside the writer policy: counted too.)
+        #expect(result.stderr.contains("sandboxed-run: exit 2 after "))
+        #expect(result.stderr.contains(" write); run with --explain to see them"))
+        #expect(!result.stderr.contains("read denied"))
+        let lines = try String(contentsOfFile: log, encoding: .utf8).split(separator: "\n")
+        let records = try lines.map { try JSONSerialization.jsonObject(with: Data($0.utf8)) as! [String: Any] }
+        let all = records.filter { $0["type"] as? String == "denial" }
+        let denials = all.filter { ($0["path"] as? String)?.hasPrefix(outside) == true }
+        #expect(denials.count == 3)  // every one, repeats too
+        for record in all {
+            #expect(Set(record.keys) == ["errno", "layer", "message", "operation", "path", "reason", "syscall", "type"])
+            #expect(record["layer"] as? String == "Landlock")
+        }
+        #expect(denials[0]["path"] as? String == outside + "/secret.txt")
+        #expect(denials[2]["operation"] as? String == "write")
+        let end = try #require(records.last)
+        #expect(end["type"] as? String == "end")
+        #expect(end["exit"] as? Int == 2)
+        #expect(end["denials"] as? Int == all.count)
+        #expect(end["writes"] as? Int == 1)
+    }
+
+    @Test func aNameThatIsNotUTF8IsHexInJSONAndEscapedOnTheTerminal() throws {
+        let log = home.path + "/denials.jsonl"
+        // Landlock refuses existing files only (a missing one is ENOENT): made on the host.
+        #expect(try CLI.program("/bin/sh", ["-c", "printf x > \"\(outside)/$(printf 'a\\033[2Jb\\377')\""]).status == 0)
+        let result = try run("cat \"\(outside)/$(printf 'a\\033[2Jb\\377')\"", ["--explain", "--denials", log])
+        #expect(result.status == 1)
+        #expect(result.stderr.contains("\(outside)/a\\x1b[2Jb"))
+        #expect(!result.stderr.contains("\u{1B}[2J"))
+        let text = try String(contentsOfFile: log, encoding: .utf8)
+        let records = try text.split(separator: "\n").map { try JSONSerialization.jsonObject(with: Data($0.utf8)) as! [String: Any] }
+        let path = try #require(records.compactMap { $0["path"] as? [String: String] }.first)
+        #expect(path["hex"]?.hasSuffix("611b5b324a62ff") == true)
+    }
+
+    @Test func theLogIsRefusedWhereTheSandboxCanReachIt() throws {
+        #expect(try CLI.run(["pick", "--app", "com.example.memo", "--select", vault, "-o", bookmark], home: home).status == 0)
+        let inGrant = try run("true", ["--grant", "VAULT=\(bookmark)", "--denials", vault + "/log.jsonl"])
+        #expect(inGrant.status == 125)
+        #expect(inGrant.stderr.contains("--denials: the file lies in grant VAULT, which the sandbox can reach"))
+        // An existing log in a grant is refused untouched.
+        FileManager.default.createFile(atPath: vault + "/kept.jsonl", contents: Data("mine\n".utf8))
+        #expect(try run("true", ["--grant", "VAULT=\(bookmark)", "--denials", vault + "/kept.jsonl"]).status == 125)
+        #expect(try String(contentsOfFile: vault + "/kept.jsonl", encoding: .utf8) == "mine\n")
+        // In the container (created by the first run).
+        let container = try run("echo $HOME").stdout.trimmingCharacters(in: .newlines)
+        let inContainer = try run("true", ["--denials", container + "/Documents/log.jsonl"])
+        #expect(inContainer.status == 125)
+        #expect(inContainer.stderr.contains("the app's container"))
+        // A symlink, a FIFO.
+        try FileManager.default.createSymbolicLink(atPath: home.path + "/link.jsonl", withDestinationPath: home.path + "/real.jsonl")
+        let link = try run("true", ["--denials", home.path + "/link.jsonl"])
+        #expect(link.status == 125 && link.stderr.contains("symbolic link"))
+        #expect(mkfifo(home.path + "/fifo", 0o600) == 0)
+        let fifo = try run("true", ["--denials", home.path + "/fifo"])
+        #expect(fifo.status == 125 && fifo.stderr.contains("not a regular file"))
+    }
+
+    @Test func withoutExplainOnlySupervisorRefusalsAreCountedAndSaid() throws {
+        let result = try run("touch -d 2000-01-01 \(outside)/secret.txt")
+        #expect(result.status == 1)
+        #expect(result.stderr.contains("sandboxed-run: exit 1 after 1 denial (1 metadata); run with --explain to see them"))
+        let clean = try run("exit 3")
+        #expect(clean.status == 3)
+        #expect(!clean.stderr.contains("denial"))
+    }
+
+    @Test func tenThousandDistinctHostileDenialsNeitherHangNorFlood() throws {
+        // 10,000 distinct spellings (up to 3,000 bytes long) of one existing
+        // file whose folder's name holds an escape sequence and an invalid byte.
+        #expect(try CLI.program("/bin/sh", ["-c", "mkdir \"\(outside)/$(printf '\\033]0;x\\007\\377')\" && echo s > \"\(outside)/$(printf '\\033]0;x\\007\\377')/s\""]).status == 0)
+        let script = """
+            python3 -c '
+            import os
+            base = b"\(outside)"
+            for i in range(10000):
+                name = base + b"/" * (i // 1500 + 1) + b"./" * (i % 1500) + b"\\x1b]0;x\\x07\\xff/s"
+                try: os.open(name, os.O_RDONLY)
+                except OSError: pass
+            '
+            exit 1
+            """
+        // stderr to a file: a pipe nobody reads while waiting would stall the launcher (backpressure, by design).
+        let errors = home.path + "/stderr.txt"
+        let log = home.path + "/denials.jsonl"
+        let started = Date()
+        let quoted = script.replacingOccurrences(of: "'", with: "'\\''")
+        let result = try CLI.program("/bin/sh", ["-c", "'\(CLI.binary)' run --app com.example.memo --explain --denials '\(log)' -- /bin/sh -c '\(quoted)' 2>'\(errors)'"], environment: home.environment)
+        #expect(Date().timeIntervalSince(started) < 120)
+        #expect(result.status == 1)
+        let stderr = try String(contentsOfFile: errors, encoding: .utf8)
+        let lines = stderr.split(separator: "\n")
+        #expect(lines.count <= 4096 + 16)
+        #expect(lines.count >= 4096)
+        #expect(stderr.contains("beyond 4096 distinct, counted only"))
+        #expect(try String(contentsOfFile: log, encoding: .utf8).split(separator: "\n").count >= 10_001)
+        #expect(!stderr.contains("\u{1B}]0;"))
+    }
+}
