@@ -225,7 +225,7 @@ public final class SyncSimulator {
             } else {
                 try coordinator.replace(contentsOf: file, with: contents, materialising: true)
             }
-            for suffix in [".icloud", ".icloud.data", ".icloud.download"] {
+            for suffix in [".icloud.download", ".icloud", ".icloud.data"] {
                 _ = unlinkat(file.folder.rawValue, FileCoordinator.sibling(of: file.name, suffix: suffix), 0)
             }
             counts.materialisations += 1

@@ -48,6 +48,10 @@ import Testing
         try FileCoordinator().append(line: Array("after download".utf8), to: file)
         FileManager.default.createFile(atPath: file.string + ".done", contents: nil)
         #expect(scratch.lines("note.md") == ["hello", "after download", ""])
+        // The daemon removes the stub and the request just after the file is back.
+        for _ in 0..<300 where FileManager.default.fileExists(atPath: scratch.path + "/.note.md.icloud.download") {
+            Thread.sleep(forTimeInterval: 0.01)
+        }
         #expect(!FileManager.default.fileExists(atPath: scratch.path + "/.note.md.icloud"))
         #expect(!FileManager.default.fileExists(atPath: scratch.path + "/.note.md.icloud.download"))
     }

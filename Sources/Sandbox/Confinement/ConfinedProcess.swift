@@ -100,6 +100,8 @@ extension ConfinementPlan {
                 listener = fd
             case .namespaces(let bits):
                 namespaces = ConfinedProcess.Namespaces(rawValue: bits)
+                observer?.privateMounts = (namespaces.contains(.proc) ? [Array("/proc".utf8)] : [])
+                    + (namespaces.contains(.sharedMemory) ? [Array("/dev/shm".utf8)] : [])
             case .failed(let stage, let error):
                 keeper.abandon()
                 throw Self.failure(stage: stage, errno: error, command: arguments[0])

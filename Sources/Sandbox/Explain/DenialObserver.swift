@@ -18,6 +18,10 @@ final class DenialObserver {
     }
 
     let roots: [Root]
+    /// Folders above rules, remembered across denials (a denial-heavy command walks /etc once).
+    private let walker = Ancestry.Walker(limit: 10_000)
+    /// Mounts of the child's own namespace (`/proc`, `/dev/shm`), set at launch.
+    var privateMounts: [[UInt8]] = []
     let policyName: String
     let containerRoot: String
     let reporter: DenialReporter
@@ -142,6 +146,10 @@ final class DenialObserver {
     /// The denial Landlock will make, or nil when a rule allows it (or the
     /// path does not resolve: the call fails on its own).
     func predict(_ bytes: [UInt8], directory: Int32, caller: pid_t, effect: Effect, syscall: String, creating: Bool) -> Denial? {
+        // The child's own /proc and /dev/shm (its mount namespace) are not ours to resolve; they have their rules.
+        if privateMounts.contains(where: { bytes.starts(with: $0) && (bytes.count == $0.count || bytes[$0.count] == UInt8(ascii: "/")) }) {
+            return nil
+        }
         guard let base = baseDirectory(for: bytes, directory: directory, caller: caller) else { return nil }
         let shown = displayPath(bytes, base: base)
         let operation: Denial.Operation
@@ -169,7 +177,7 @@ final class DenialObserver {
             target = file
             operation = .read
         }
-        guard let chain = try? Ancestry.chain(of: target) else { return nil }
+        guard let chain = walker.chain(of: target) else { return nil }
         // Landlock grants the union of every rule that covers the path.
         let covering = chain.flatMap { identity in roots.filter { $0.identity == identity } }
         let allowed: Bool = switch operation {
@@ -186,7 +194,7 @@ final class DenialObserver {
 
     /// The most specific rule that covers the inode `target` holds.
     func covering(_ target: OwnedDescriptor) -> FolderRule? {
-        guard let chain = try? Ancestry.chain(of: target) else { return nil }
+        guard let chain = walker.chain(of: target) else { return nil }
         for identity in chain { if let root = roots.first(where: { $0.identity == identity }) { return root.rule } }
         return nil
     }

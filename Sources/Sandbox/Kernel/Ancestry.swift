@@ -31,15 +31,35 @@ public enum Ancestry {
     /// sixty system paths under /etc cost one walk of /etc, not sixty.
     /// A chain that cannot be walked is nil.
     static func chains(of descriptors: [OwnedDescriptor]) -> [[InodeIdentity]?] {
-        var above: [InodeIdentity: [InodeIdentity]] = [:]  // a folder's chain, itself first
-        func walk(_ start: OwnedDescriptor, _ identity: InodeIdentity) throws(Errno) -> [InodeIdentity] {
+        let walker = Walker()
+        return descriptors.map { walker.chain(of: $0) }
+    }
+
+    /// Walks chains, remembering every folder's chain on the way. The memory
+    /// is right only while nothing is renamed: fine within one launch's
+    /// checks, and for the denial observer, which only predicts.
+    final class Walker {
+        private var above: [InodeIdentity: [InodeIdentity]] = [:]  // a folder's chain, itself first
+        private let limit: Int
+
+        init(limit: Int = 100_000) { self.limit = limit }
+
+        func chain(of fd: OwnedDescriptor) -> [InodeIdentity]? {
+            guard let status = try? fd.status() else { return nil }
+            if status.isDirectory { return try? walk(fd, status.inodeIdentity) }
+            guard let folder = try? Ancestry.folder(holding: fd, identity: status.inodeIdentity),
+                  let folderStatus = try? folder.status(),
+                  let chain = try? walk(folder, folderStatus.inodeIdentity) else { return nil }
+            return [status.inodeIdentity] + chain
+        }
+
+        private func walk(_ start: OwnedDescriptor, _ identity: InodeIdentity) throws(Errno) -> [InodeIdentity] {
+            if above.count > limit { above.removeAll() }  // bounded memory, whatever the child makes
             var pending: [InodeIdentity] = []
             var current = start
             var currentIdentity = identity
             for _ in 0..<4096 {
-                if let known = above[currentIdentity] {
-                    return record(pending, known)
-                }
+                if let known = above[currentIdentity] { return record(pending, known) }
                 pending.append(currentIdentity)
                 let parent = OwnedDescriptor(taking: try syscallRetrying { csb_open_path(current.rawValue, "..", 0) })
                 let parentIdentity = try parent.status().inodeIdentity
@@ -49,7 +69,8 @@ public enum Ancestry {
             }
             throw .tooManySymbolicLinkLevels
         }
-        func record(_ pending: [InodeIdentity], _ tail: [InodeIdentity]) -> [InodeIdentity] {
+
+        private func record(_ pending: [InodeIdentity], _ tail: [InodeIdentity]) -> [InodeIdentity] {
             var chain = tail
             for identity in pending.reversed() {
                 chain.insert(identity, at: 0)
@@ -57,17 +78,9 @@ public enum Ancestry {
             }
             return chain
         }
-        return descriptors.map { fd in
-            guard let status = try? fd.status() else { return nil }
-            if status.isDirectory { return try? walk(fd, status.inodeIdentity) }
-            guard let folder = try? folder(holding: fd, identity: status.inodeIdentity),
-                  let folderStatus = try? folder.status(),
-                  let chain = try? walk(folder, folderStatus.inodeIdentity) else { return nil }
-            return [status.inodeIdentity] + chain
-        }
     }
 
-    private static func folder(holding file: OwnedDescriptor, identity: InodeIdentity) throws(Errno) -> OwnedDescriptor {
+    fileprivate static func folder(holding file: OwnedDescriptor, identity: InodeIdentity) throws(Errno) -> OwnedDescriptor {
         guard let path = FilePath.ofDescriptor(file.rawValue), let leaf = path.lastComponent else {
             throw .noSuchFileOrDirectory  // deleted, or not on a path at all
         }
