@@ -171,3 +171,47 @@ import Testing
         #expect(!stderr.contains("\u{1B}]0;"))
     }
 }
+
+/// The observer only predicts: a child that races its own path memory can
+/// confuse its report, never what it may open, and never the launcher.
+@Suite struct ExplainRaceTests {
+    @Test func aThreadRacingThePathMemoryChangesNothingButTheReport() throws {
+        let home = CLI.Home()
+        // One thread flips the path between a secret and an allowed file while
+        // the main thread opens it, for a fixed time (a GIL-bound count would
+        // make the run's length depend on the scheduler).
+        let code = """
+            import ctypes, os, sys, threading, time
+            sys.setswitchinterval(0.0005)
+            libc = ctypes.CDLL(None, use_errno=True)
+            allowed = os.path.join(os.environ["HOME"], "Documents", "mine.txt")
+            open(allowed, "w").write("mine")
+            paths = [b"/etc/shadow\\0".ljust(256, b"\\0"), allowed.encode().ljust(256, b"\\0")]
+            buffer = ctypes.create_string_buffer(256)
+            stop = False
+            def flip():
+                i = 0
+                while not stop:
+                    ctypes.memmove(buffer, paths[i % 2], 256); i += 1
+            flipper = threading.Thread(target=flip); flipper.start()
+            secrets = opens = 0
+            deadline = time.monotonic() + 2
+            while time.monotonic() < deadline:
+                fd = libc.open(buffer, os.O_RDONLY)
+                opens += 1
+                if fd >= 0:
+                    try:
+                        if os.read(fd, 16).startswith(b"root:"): secrets += 1
+                    except OSError: pass  # a torn path may name a folder
+                    os.close(fd)
+            stop = True; flipper.join()
+            print("secrets read", secrets)
+            print("opens", opens, file=sys.stderr)
+            """
+        let result = try CLI.run(["run", "--app", "com.example.race", "--explain", "--", "/usr/bin/python3", "-c", code], home: home)
+        #expect(result.status == 0, "\(result.stderr.suffix(500))")
+        #expect(result.stdout == "secrets read 0\n")
+        let opens = result.stderr.split(separator: "\n").first { $0.hasPrefix("opens ") }.flatMap { Int($0.dropFirst(6)) } ?? 0
+        #expect(opens > 100, "the race hardly ran: \(opens) opens")
+    }
+}
