@@ -296,3 +296,81 @@ final class ManagedCounter: @unchecked Sendable {
         #expect(try String(contentsOfFile: vault + "/today.md", encoding: .utf8) == "fine\n")
     }
 }
+
+/// The story on both sides of the sandbox boundary, with the real simulator:
+/// a confined writer against an unconfined sync daemon, and the reverse.
+@Suite struct SimulatorAcrossTheSandboxTests {
+    static let lines = 150
+
+    /// A home for the CLI, a vault granted read-write to `app`, and `cli`.
+    final class Setup {
+        let home = Scratch()
+        var vault: String { home.path + "/Vault" }
+        var bookmark: String { home.path + "/vault.bookmark" }
+        var environment: [String: String] {
+            ["XDG_DATA_HOME": home.path + "/data", "XDG_STATE_HOME": home.path + "/state", "HOME": home.path, "PATH": "/usr/bin:/bin"]
+        }
+
+        init() throws {
+            try FileManager.default.createDirectory(atPath: vault, withIntermediateDirectories: true)
+            try "# today\n".write(toFile: vault + "/daily.md", atomically: false, encoding: .utf8)
+            #expect(try cli(["pick", "--app", "com.example.memo", "--select", vault, "-o", bookmark]).waitStatus() == 0)
+        }
+
+        func cli(_ arguments: [String]) throws -> Process {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: Party.binary)
+            process.arguments = arguments
+            process.environment = environment
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            return process
+        }
+
+        /// The writer's lines, each exactly once and whole; the simulator's own lines aside.
+        func checkNote(writer: String) {
+            let lines = home.lines("Vault/daily.md").filter { !$0.isEmpty && !$0.hasPrefix("remote edit ") && $0 != "# today" }
+            let expected = (1...SimulatorAcrossTheSandboxTests.lines).map { "\(writer) \($0)" }
+            #expect(lines.count == expected.count, "lost or duplicated: \(lines.count) of \(expected.count)")
+            #expect(Set(lines) == Set(expected), "corrupted or lost: \(Set(lines).symmetricDifference(expected).sorted().prefix(5))")
+        }
+    }
+
+    @Test func aConfinedWriterAgainstAnUnconfinedSimulatorLosesNothing() throws {
+        let setup = try Setup()
+        let simulator = try setup.cli(["sync-simulator", setup.vault, "--seconds", "60", "--edit-rate", "300", "--evict-rate", "0"])
+        defer { if simulator.isRunning { kill(simulator.processIdentifier, SIGKILL) } }
+        let script = "for i in $(seq 1 \(Self.lines)); do \"$SANDBOXED_RUN\" append \"$SANDBOX_GRANT_VAULT/daily.md\" \"confined $i\" || exit 1; done"
+        let writer = try setup.cli(["run", "--app", "com.example.memo", "--grant", "VAULT=" + setup.bookmark, "--", "/bin/sh", "-c", script])
+        writer.waitUntilExit()
+        kill(simulator.processIdentifier, SIGTERM)
+        simulator.waitUntilExit()
+        #expect(writer.terminationStatus == 0)
+        #expect(simulator.terminationStatus == 0)
+        let edits = setup.home.lines("Vault/daily.md").filter { $0.hasPrefix("remote edit ") }.count
+        #expect(edits > 20, "the simulator's edits must really interleave: \(edits)")
+        setup.checkNote(writer: "confined")
+    }
+
+    @Test func anUnconfinedWriterAgainstAConfinedSimulatorLosesNothing() throws {
+        let setup = try Setup()
+        let simulator = try setup.cli(["run", "--app", "com.example.memo", "--grant", "VAULT=" + setup.bookmark, "--", "/bin/sh", "-c",
+                                       "exec \"$SANDBOXED_RUN\" sync-simulator \"$SANDBOX_GRANT_VAULT\" --seconds 60 --edit-rate 300 --evict-rate 0"])
+        defer { if simulator.isRunning { kill(simulator.processIdentifier, SIGKILL) } }
+        Thread.sleep(forTimeInterval: 0.3)  // the simulator is running inside
+        for i in 1...Self.lines {
+            #expect(try Party.append(setup.vault + "/daily.md", "unconfined \(i)") == 0)
+        }
+        kill(simulator.processIdentifier, SIGTERM)  // forwarded to the command by the launcher
+        simulator.waitUntilExit()
+        #expect(simulator.terminationStatus == 0)
+        let edits = setup.home.lines("Vault/daily.md").filter { $0.hasPrefix("remote edit ") }.count
+        #expect(edits > 20, "the simulator's edits must really interleave: \(edits)")
+        setup.checkNote(writer: "unconfined")
+    }
+}
+
+extension Process {
+    func waitStatus() -> Int32 { waitUntilExit(); return terminationStatus }
+}
