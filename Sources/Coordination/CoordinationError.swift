@@ -22,6 +22,9 @@ public enum CoordinationError: Error, Equatable, CustomStringConvertible {
     case noSuchVersion(FilePath, String)
     /// A link in the path that an app could have planted, or a missing folder.
     case unsafePath(FilePath, problem: String)
+    /// Another process swapped the temporary file of a replacement for something else
+    /// while the block wrote it; the rename put that in place of the item.
+    case interfered(FilePath)
     case system(operation: String, path: FilePath, errno: Errno)
 
     public var description: String {
@@ -44,6 +47,9 @@ public enum CoordinationError: Error, Equatable, CustomStringConvertible {
             "\(Printable.path(path)) has no conflict version '\(Printable.message(identifier))': `sandboxed-run versions list` shows them"
         case .unsafePath(let path, let problem):
             "\(Printable.path(path)): \(problem)"
+        case .interfered(let path):
+            "\(Printable.path(path)) was not replaced with what was written: another process swapped the temporary file "
+                + "beside it meanwhile, and the name now holds what that process put there; inspect the folder"
         case .system(let operation, let path, let errno):
             "\(operation) \(Printable.path(path)): \(errno)"
         }

@@ -42,10 +42,40 @@ public struct FileCoordinator: Sendable {
 
     /// What a coordinated block works on: valid only inside the block.
     public struct Item {
-        /// Where to read or write: the item, or for `.forReplacing` the temporary file that will replace it.
+        /// Where to read or write: the item, or for `.forReplacing` the temporary file that will
+        /// replace it. It goes through a descriptor the coordinator holds (`/proc/self/fd/N`, or
+        /// `/proc/self/fd/FOLDER/NAME` for deleting, moving and a missing item), never through
+        /// the names in the caller's path: another process that can write the folder (an app in
+        /// its grant) may swap a name for a link while the block runs, and must not redirect it.
+        /// Only where /proc is not mounted is it the path as given.
         public let path: FilePath
         /// Open on `path` (nil for deleting and moving, or for reading an item that does not exist).
         public let descriptor: FileDescriptor?
+        /// The descriptor `path` goes through, and the name below it, if any.
+        public let anchor: CInt
+        let leaf: [CChar]?
+
+        init(anchor: CInt, leaf: [CChar]? = nil, descriptor: CInt?, given: FilePath) {
+            self.anchor = anchor
+            self.leaf = leaf
+            self.descriptor = descriptor.map { FileDescriptor(rawValue: $0) }
+            path = Self.path(through: anchor, leaf: leaf) ?? given
+        }
+
+        /// `path` as a process sees it that holds a copy of `anchor` at `fd`
+        /// (a child that inherited it).
+        public func path(through fd: CInt) -> FilePath {
+            Self.path(through: fd, leaf: leaf) ?? path
+        }
+
+        private static let procMounted = access("/proc/self/fd", X_OK) == 0
+
+        private static func path(through fd: CInt, leaf: [CChar]?) -> FilePath? {
+            guard procMounted else { return nil }
+            var bytes = Array("/proc/self/fd/\(fd)".utf8)
+            if let leaf { bytes += [UInt8(ascii: "/")] + leaf.dropLast().map { UInt8(bitPattern: $0) } }
+            return FilePath(bytes: bytes)
+        }
     }
 
     /// A file named by its folder's descriptor and its name: how a daemon
@@ -92,9 +122,9 @@ public struct FileCoordinator: Sendable {
             }
         }
         guard let item = try lock(name, in: folder, path: path, flags: O_RDONLY, create: false, type: CSB_F_RDLCK) else {
-            return try body(Item(path: path, descriptor: nil))
+            return try body(Item(anchor: folder.rawValue, leaf: name, descriptor: nil, given: path))
         }
-        return try body(Item(path: path, descriptor: FileDescriptor(rawValue: item.rawValue)))
+        return try body(Item(anchor: item.rawValue, descriptor: item.rawValue, given: path))
     }
 
     // MARK: Writing
@@ -116,7 +146,7 @@ public struct FileCoordinator: Sendable {
         case .forMerging:
             let item = try lock(name, in: folder, path: path, flags: O_RDWR | O_APPEND, create: true, type: CSB_F_WRLCK)!
             try Journal.recover(in: folder, for: name, item: item, path: path)
-            return try body(Item(path: path, descriptor: FileDescriptor(rawValue: item.rawValue)))
+            return try body(Item(anchor: item.rawValue, descriptor: item.rawValue, given: path))
         case .forReplacing:
             // Held on the old inode until the new one is in place; waiters
             // then find the name moved on, and retry on the new file.
@@ -133,12 +163,20 @@ public struct FileCoordinator: Sendable {
             let written = OwnedDescriptor(taking: fd)
             let temporaryPath = path.removingLastComponent().pushing(Self.display(temporary))
             do {
-                let result = try body(Item(path: temporaryPath, descriptor: FileDescriptor(rawValue: written.rawValue)))
+                let result = try body(Item(anchor: written.rawValue, descriptor: written.rawValue, given: temporaryPath))
                 _ = fchmod(written.rawValue, mode)  // the umask may have narrowed it
                 do {
                     _ = try syscallRetrying { renameat(folder.rawValue, temporary, folder.rawValue, name) }
                 } catch {
                     throw CoordinationError.system(operation: "replacing", path: path, errno: error)
+                }
+                // The rename moves whatever the temporary name holds by then: another
+                // process may have swapped it. Say so rather than report success.
+                var ours = stat()
+                var placed = stat()
+                guard fstat(written.rawValue, &ours) == 0, fstatat(folder.rawValue, name, &placed, AT_SYMLINK_NOFOLLOW) == 0,
+                      ours.st_dev == placed.st_dev, ours.st_ino == placed.st_ino else {
+                    throw CoordinationError.interfered(path)
                 }
                 withExtendedLifetime(old) {}
                 return result
@@ -150,7 +188,7 @@ public struct FileCoordinator: Sendable {
             // Held until the block has deleted or moved it: waiters then find the name gone.
             let item = try lock(name, in: folder, path: path, flags: O_RDWR, create: false, type: CSB_F_WRLCK)
             defer { withExtendedLifetime(item) {} }
-            return try body(Item(path: path, descriptor: nil))
+            return try body(Item(anchor: folder.rawValue, leaf: name, descriptor: nil, given: path))
         }
     }
 

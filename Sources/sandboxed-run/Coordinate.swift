@@ -17,7 +17,7 @@ enum CoordinationExit {
         case .notOneLine: notOneLine
         case .timedOut, .placeholder: tryLater
         case .system: ioError
-        case .notARegularFile, .link, .damagedJournal, .damagedPlaceholder, .noSuchVersion, .unsafePath: refused
+        case .notARegularFile, .link, .damagedJournal, .damagedPlaceholder, .noSuchVersion, .unsafePath, .interfered: refused
         }
     }
 
@@ -76,7 +76,9 @@ struct Coordinate: ParsableCommand {
             --read FILE: no coordinated writer changes FILE while COMMAND runs. \
             --write FILE: no other coordinated party uses FILE; with --intent replacing, COMMAND \
             writes the temporary file named by $COORDINATED_PATH, which replaces FILE when COMMAND \
-            exits 0 (and is discarded otherwise). COMMAND finds the path to use in $COORDINATED_PATH. \
+            exits 0 (and is discarded otherwise). COMMAND finds the path to use in $COORDINATED_PATH: \
+            it goes through a descriptor COMMAND inherits (/proc/self/fd/N), not through FILE's name, \
+            which another process could swap for a link meanwhile. \
             Exits with COMMAND's status, or as `append` does when coordination fails.
             """
     )
@@ -108,7 +110,12 @@ struct Coordinate: ParsableCommand {
         var status: Int32 = 0
         try CoordinationExit.run {
             if let read {
-                try coordinator.coordinate(reading: try UnconfinedPath.file(read)) { item in status = try spawn(item.path) }
+                try coordinator.coordinate(reading: try UnconfinedPath.file(read)) { item in
+                    guard item.descriptor != nil else {
+                        throw CoordinationError.system(operation: "reading", path: FilePath(read), errno: .noSuchFileOrDirectory)
+                    }
+                    status = try spawn(item)
+                }
             } else if let write {
                 let intent: FileCoordinator.WritingIntent = switch intent {
                 case .merging: .forMerging
@@ -117,7 +124,7 @@ struct Coordinate: ParsableCommand {
                 case .moving: .forMoving
                 }
                 try coordinator.coordinate(writing: try UnconfinedPath.file(write), options: intent) { item in
-                    status = try spawn(item.path)
+                    status = try spawn(item)
                     if intent == .forReplacing, status != 0 { throw ExitCode(status) }  // the temporary file is discarded
                 }
             }
@@ -126,7 +133,14 @@ struct Coordinate: ParsableCommand {
     }
 
     /// COMMAND with COORDINATED_PATH set; its wait status as a shell reports it.
-    private func spawn(_ path: FilePath) throws -> Int32 {
+    /// The path goes through a copy of the coordinator's descriptor that
+    /// COMMAND inherits, so an app that swaps a name for a link meanwhile
+    /// cannot send COMMAND outside its folder.
+    private func spawn(_ item: FileCoordinator.Item) throws -> Int32 {
+        let inherited = dup(item.anchor)  // without FD_CLOEXEC
+        guard inherited >= 0 else { throw CoordinationError.system(operation: "dup", path: item.path, errno: Errno(rawValue: errno)) }
+        defer { close(inherited) }
+        let path = item.path(through: inherited)
         var environment = ProcessEnvironment.current.filter { !$0.hasPrefix("COORDINATED_PATH=") }
         environment.append("COORDINATED_PATH=" + (path.exactString ?? path.string))
         let argv = command.map { strdup($0) } + [nil]

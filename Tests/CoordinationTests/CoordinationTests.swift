@@ -374,3 +374,65 @@ final class ManagedCounter: @unchecked Sendable {
 extension Process {
     func waitStatus() -> Int32 { waitUntilExit(); return terminationStatus }
 }
+
+/// `coordinate` hands COMMAND a path through the descriptor it locked: an app
+/// that swaps a name for a link while COMMAND runs (here COMMAND plays the
+/// app, so the race is won every time) cannot send it outside the vault.
+@Suite struct CoordinatedPathSwapTests {
+    final class Vault {
+        let scratch = Scratch()
+        var vault: String { scratch.path + "/vault" }
+        var outside: String { scratch.path + "/outside" }
+        init() throws {
+            try FileManager.default.createDirectory(atPath: vault + "/sub", withIntermediateDirectories: true)
+            try FileManager.default.createDirectory(atPath: outside, withIntermediateDirectories: true)
+            try "note\n".write(toFile: vault + "/note.md", atomically: false, encoding: .utf8)
+            try "sub note\n".write(toFile: vault + "/sub/note.md", atomically: false, encoding: .utf8)
+            try "precious\n".write(toFile: outside + "/victim.txt", atomically: false, encoding: .utf8)
+            try "precious\n".write(toFile: outside + "/note.md", atomically: false, encoding: .utf8)
+        }
+        func coordinate(_ arguments: [String], _ script: String) throws -> (status: Int32, output: String) {
+            let (process, out) = try Party.run([Party.binary, "coordinate"] + arguments + ["--", "/bin/sh", "-c", script])
+            return (process.terminationStatus, String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self))
+        }
+        var victim: String { (try? String(contentsOfFile: outside + "/victim.txt", encoding: .utf8)) ?? "gone" }
+    }
+
+    @Test func aMergingWriterFollowsNoLinkSwappedInForTheItem() throws {
+        let v = try Vault()
+        let result = try v.coordinate(["--write", v.vault + "/note.md"],
+            "rm '\(v.vault)/note.md'; ln -s '\(v.outside)/victim.txt' '\(v.vault)/note.md'; echo 'user line' >> \"$COORDINATED_PATH\"")
+        #expect(result.status == 0)
+        #expect(v.victim == "precious\n", "the write went outside the vault")
+    }
+
+    @Test func aReplacingWriterFollowsNoLinkSwappedInForTheTemporaryFileAndSaysSo() throws {
+        let v = try Vault()
+        let result = try v.coordinate(["--write", v.vault + "/note.md", "--intent", "replacing"],
+            "for f in '\(v.vault)'/.note.md.sr-*; do rm \"$f\"; ln -s '\(v.outside)/victim.txt' \"$f\"; done; echo 'new contents' > \"$COORDINATED_PATH\"")
+        #expect(v.victim == "precious\n", "the outside file was overwritten")
+        #expect(result.status == 125, "a swapped replacement must not be reported as done")
+    }
+
+    @Test func aReaderReadsTheLockedFileNotALinkSwappedIn() throws {
+        let v = try Vault()
+        let result = try v.coordinate(["--read", v.vault + "/note.md"],
+            "rm '\(v.vault)/note.md'; ln -s '\(v.outside)/victim.txt' '\(v.vault)/note.md'; cat \"$COORDINATED_PATH\"")
+        #expect(result.status == 0)
+        #expect(result.output == "note\n", "read through the swapped link: \(result.output)")
+    }
+
+    @Test func aDeleterDeletesInTheLockedFolderNotAFolderSwappedIn() throws {
+        let v = try Vault()
+        let result = try v.coordinate(["--write", v.vault + "/sub/note.md", "--intent", "deleting"],
+            "mv '\(v.vault)/sub' '\(v.vault)/moved'; ln -s '\(v.outside)' '\(v.vault)/sub'; rm \"$COORDINATED_PATH\"")
+        #expect(result.status == 0)
+        #expect(FileManager.default.fileExists(atPath: v.outside + "/note.md"), "deleted outside the vault")
+        #expect(!FileManager.default.fileExists(atPath: v.vault + "/moved/note.md"))
+    }
+
+    @Test func readingAFileThatDoesNotExistIsAnError() throws {
+        let v = try Vault()
+        #expect(try v.coordinate(["--read", v.vault + "/absent.md"], "true").status == 74)
+    }
+}
