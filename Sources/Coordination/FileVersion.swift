@@ -156,8 +156,9 @@ public struct FileVersion: Equatable, Sendable {
         return OwnedDescriptor(taking: fd)
     }
 
-    static func readAll(_ file: OwnedDescriptor, path: FilePath) throws -> [UInt8] {
-        guard let status = try? file.status(), Int(status.st_size) <= largest else { throw CoordinationError.notARegularFile(path) }
+    /// The whole file, refused (as not a file to handle) above `limit` bytes.
+    static func readAll(_ file: OwnedDescriptor, path: FilePath, limit: Int = largest) throws -> [UInt8] {
+        guard let status = try? file.status(), Int(status.st_size) <= limit else { throw CoordinationError.notARegularFile(path) }
         var bytes = [UInt8](repeating: 0, count: Int(status.st_size))
         var offset = 0
         while offset < bytes.count {

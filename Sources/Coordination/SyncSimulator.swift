@@ -41,7 +41,11 @@ public final class SyncSimulator {
     private var random: SplitMix
     private let coordinator = FileCoordinator(timeout: .seconds(5))
     /// What each file held when last uploaded: the base of a remote change.
-    private var uploaded: [FilePath: (contents: [UInt8], modified: timespec)] = [:]
+    /// The folder is hostile (sparse files cost no disk): contents are kept
+    /// only within `uploadBudget` in all, and only for files still there.
+    private var uploaded: [FilePath: (contents: [UInt8]?, modified: timespec)] = [:]
+    private var uploadedBytes = 0
+    static let uploadBudget = 64 << 20
     private var editNumber = 0
     private var evictedAt: [FilePath: ContinuousClock.Instant] = [:]
 
@@ -77,6 +81,7 @@ public final class SyncSimulator {
             if ContinuousClock.now - lastScan > .milliseconds(100) {
                 scanned = scan(rootFolder)
                 lastScan = ContinuousClock.now
+                forgetUploads(except: scanned.files)
             }
             for request in scanned.requests { materialise(request) }
             scanned.requests = []
@@ -108,10 +113,13 @@ public final class SyncSimulator {
         do {
             try coordinator.coordinate(reading: file) { item in
                 guard let fd = item.descriptor else { return }
-                let contents = try FileVersion.readAll(OwnedDescriptor(taking: dup(fd.rawValue)), path: file.path)
+                let contents = try FileVersion.readAll(OwnedDescriptor(taking: dup(fd.rawValue)), path: file.path, limit: Self.largest)
                 var status = stat()
                 fstat(fd.rawValue, &status)
-                uploaded[file.path] = (contents, status.st_mtim)
+                uploadedBytes -= uploaded[file.path]?.contents?.count ?? 0
+                let kept = uploadedBytes + contents.count <= Self.uploadBudget
+                if kept { uploadedBytes += contents.count }
+                uploaded[file.path] = (kept ? contents : nil, status.st_mtim)
                 counts.uploads += 1
             }
         } catch { counts.skipped += 1 }
@@ -160,14 +168,14 @@ public final class SyncSimulator {
     /// side changed too: last writer wins, by modification time; the loser
     /// is kept as a conflict version.
     private func conflict(_ file: FileCoordinator.Location) {
-        guard let base = uploaded[file.path] else { return }
+        guard let base = uploaded[file.path], let baseContents = base.contents else { return }
         do {
             try coordinator.coordinate(writing: file, options: .forReplacing) { item in
                 let local = try readLocked(file)
                 var status = stat()
                 guard fstatat(file.folder.rawValue, file.name, &status, AT_SYMLINK_NOFOLLOW) == 0 else { return }
                 editNumber += 1
-                let remote = Self.ended(base.contents) + Array("remote change \(editNumber)\n".utf8)
+                let remote = Self.ended(baseContents) + Array("remote change \(editNumber)\n".utf8)
                 // The remote side saved at a random instant since the upload.
                 var now = timespec()
                 clock_gettime(CLOCK_REALTIME, &now)
@@ -216,7 +224,7 @@ public final class SyncSimulator {
         do {
             let fd = csb_open_regular(data.folder.rawValue, data.name, O_RDONLY, 0)
             guard fd >= 0 else { throw CoordinationError.notARegularFile(data.path) }
-            let contents = try FileVersion.readAll(OwnedDescriptor(taking: fd), path: data.path)
+            let contents = try FileVersion.readAll(OwnedDescriptor(taking: fd), path: data.path, limit: Self.largest)
             var status = stat()
             if fstatat(file.folder.rawValue, file.name, &status, AT_SYMLINK_NOFOLLOW) == 0 {
                 // Written meanwhile despite the placeholder: keep the server's copy as a conflict version.
@@ -237,7 +245,15 @@ public final class SyncSimulator {
     private func readLocked(_ file: FileCoordinator.Location) throws -> [UInt8] {
         let fd = csb_open_regular(file.folder.rawValue, file.name, O_RDONLY, 0)
         guard fd >= 0 else { throw CoordinationError.notARegularFile(file.path) }
-        return try FileVersion.readAll(OwnedDescriptor(taking: fd), path: file.path)
+        return try FileVersion.readAll(OwnedDescriptor(taking: fd), path: file.path, limit: Self.largest)
+    }
+
+    /// Files gone from the folder (renamed, deleted) leave the upload memory.
+    private func forgetUploads(except files: [FileCoordinator.Location]) {
+        let present = Set(files.map(\.path))
+        for path in uploaded.keys where !present.contains(path) {
+            uploadedBytes -= uploaded.removeValue(forKey: path)?.contents?.count ?? 0
+        }
     }
 
     private func readUnlocked(_ file: FileCoordinator.Location) throws -> [UInt8] { try readLocked(file) }

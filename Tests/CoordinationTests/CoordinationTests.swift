@@ -65,13 +65,13 @@ enum Party {
         """
 
     @discardableResult
-    static func run(_ arguments: [String], wait: Bool = true) throws -> (Process, Pipe) {
+    static func run(_ arguments: [String], wait: Bool = true, standardError: Bool = false) throws -> (Process, Pipe) {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: arguments[0])
         process.arguments = Array(arguments.dropFirst())
         let out = Pipe()
         process.standardOutput = out
-        process.standardError = FileHandle.nullDevice
+        process.standardError = standardError ? out : FileHandle.nullDevice
         try process.run()
         if wait { process.waitUntilExit() }
         return (process, out)

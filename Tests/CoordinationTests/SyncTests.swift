@@ -132,6 +132,24 @@ import Testing
         #expect(!FileManager.default.fileExists(atPath: scratch.path + "/evil.md"))
     }
 
+    @Test func sparseFilesCannotDriveItsMemoryUp() throws {
+        // 24 sparse files of 15 MiB cost the app no disk; uploading them all used to keep 360 MiB.
+        let scratch = Scratch()
+        for i in 0..<24 {
+            FileManager.default.createFile(atPath: scratch.path + "/big\(i).md", contents: nil)
+            #expect(truncate(scratch.path + "/big\(i).md", 15 << 20) == 0)
+        }
+        FileManager.default.createFile(atPath: scratch.path + "/huge.md", contents: nil)
+        #expect(truncate(scratch.path + "/huge.md", 60 << 20) == 0)  // over the simulator's 16 MiB: skipped
+        let (time, out) = try Party.run(["/usr/bin/time", "-f", "peak %M", Party.binary, "sync-simulator", scratch.path, "--seconds", "1.5", "--edit-rate", "0"], wait: false, standardError: true)
+        time.waitUntilExit()
+        let output = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let peak = output.split(separator: "\n").first { $0.hasPrefix("peak ") }.flatMap { Int($0.dropFirst(5)) } ?? Int.max
+        #expect(time.terminationStatus == 0, "\(output)")
+        #expect(output.contains("uploads 24"), "\(output)")
+        #expect(peak < 160_000, "peak resident memory \(peak) KiB")
+    }
+
     @Test func theSameSeedMakesTheSameRun() throws {
         func run() throws -> String {
             let scratch = Scratch()
