@@ -18,6 +18,8 @@ final class DenialObserver {
     }
 
     let roots: [Root]
+    /// The rules on each inode, in rule order: a chain thousands deep costs a lookup per folder.
+    private let rulesByInode: [InodeIdentity: [Root]]
     /// Folders above rules, remembered across denials (a denial-heavy command walks /etc once).
     private let walker = Ancestry.Walker(limit: 10_000)
     /// Mounts of the child's own namespace (`/proc`, `/dev/shm`), set at launch.
@@ -28,6 +30,7 @@ final class DenialObserver {
 
     init(rules: [FolderRule], policy: Policy, containerRoot: String, reporter: DenialReporter) {
         roots = rules.compactMap { rule in (try? rule.descriptor.status().inodeIdentity).map { Root(rule: rule, identity: $0) } }
+        rulesByInode = Dictionary(grouping: roots, by: \.identity)
         policyName = policy.source
         self.containerRoot = containerRoot
         self.reporter = reporter
@@ -179,7 +182,7 @@ final class DenialObserver {
         }
         guard let chain = walker.chain(of: target) else { return nil }
         // Landlock grants the union of every rule that covers the path.
-        let covering = chain.flatMap { identity in roots.filter { $0.identity == identity } }
+        let covering = chain.flatMap { rulesByInode[$0] ?? [] }
         let allowed: Bool = switch operation {
         case .read: !covering.isEmpty
         case .write: covering.contains { $0.rule.access == .readWrite }
@@ -195,7 +198,7 @@ final class DenialObserver {
     /// The most specific rule that covers the inode `target` holds.
     func covering(_ target: OwnedDescriptor) -> FolderRule? {
         guard let chain = walker.chain(of: target) else { return nil }
-        for identity in chain { if let root = roots.first(where: { $0.identity == identity }) { return root.rule } }
+        for identity in chain { if let root = rulesByInode[identity]?.first { return root.rule } }
         return nil
     }
 

@@ -35,14 +35,20 @@ public enum Ancestry {
         return descriptors.map { walker.chain(of: $0) }
     }
 
-    /// Walks chains, remembering every folder's chain on the way. The memory
-    /// is right only while nothing is renamed: fine within one launch's
-    /// checks, and for the denial observer, which only predicts.
+    /// Walks chains, remembering each folder's parent on the way: one entry
+    /// per folder, so memory grows with the folders seen, not with their
+    /// depth squared (a child can make folders thousands deep). The memory is
+    /// right only while nothing is renamed: fine within one launch's checks,
+    /// and for the denial observer, which only predicts.
     final class Walker {
-        private var above: [InodeIdentity: [InodeIdentity]] = [:]  // a folder's chain, itself first
+        /// A folder's parent; "/" is its own.
+        private var parents: [InodeIdentity: InodeIdentity] = [:]
         private let limit: Int
 
         init(limit: Int = 100_000) { self.limit = limit }
+
+        /// How many folders it remembers (one identity each).
+        var remembered: Int { parents.count }
 
         func chain(of fd: OwnedDescriptor) -> [InodeIdentity]? {
             guard let status = try? fd.status() else { return nil }
@@ -54,28 +60,32 @@ public enum Ancestry {
         }
 
         private func walk(_ start: OwnedDescriptor, _ identity: InodeIdentity) throws(Errno) -> [InodeIdentity] {
-            if above.count > limit { above.removeAll() }  // bounded memory, whatever the child makes
-            var pending: [InodeIdentity] = []
-            var current = start
-            var currentIdentity = identity
-            for _ in 0..<4096 {
-                if let known = above[currentIdentity] { return record(pending, known) }
-                pending.append(currentIdentity)
-                let parent = OwnedDescriptor(taking: try syscallRetrying { csb_open_path(current.rawValue, "..", 0) })
+            if parents.count > limit { parents.removeAll() }  // bounded memory, whatever the child makes
+            var chain = [identity]
+            var learned: [(InodeIdentity, InodeIdentity)] = []
+            var current: OwnedDescriptor? = start  // nil once the walk follows the memory
+            while chain.count <= 4096 {
+                let here = chain[chain.count - 1]
+                if let known = parents[here] {
+                    // Every remembered folder's ancestors are remembered: a walk is kept only whole.
+                    if known == here { return keep(learned, chain) }
+                    chain.append(known)
+                    current = nil
+                    continue
+                }
+                guard let folder = current else { throw .noSuchFileOrDirectory }  // cannot happen; fail closed
+                let parent = OwnedDescriptor(taking: try syscallRetrying { csb_open_path(folder.rawValue, "..", 0) })
                 let parentIdentity = try parent.status().inodeIdentity
-                if parentIdentity == currentIdentity { return record(pending, []) }  // "/"
+                learned.append((here, parentIdentity))
+                if parentIdentity == here { return keep(learned, chain) }  // "/"
+                chain.append(parentIdentity)
                 current = parent
-                currentIdentity = parentIdentity
             }
-            throw .tooManySymbolicLinkLevels
+            throw .tooManySymbolicLinkLevels  // a 4,096-deep tree: treat as unresolvable
         }
 
-        private func record(_ pending: [InodeIdentity], _ tail: [InodeIdentity]) -> [InodeIdentity] {
-            var chain = tail
-            for identity in pending.reversed() {
-                chain.insert(identity, at: 0)
-                above[identity] = chain
-            }
+        private func keep(_ learned: [(InodeIdentity, InodeIdentity)], _ chain: [InodeIdentity]) -> [InodeIdentity] {
+            for (folder, parent) in learned { parents[folder] = parent }
             return chain
         }
     }
