@@ -143,6 +143,34 @@ import Testing
         ])
     }
 
+    /// The supervisor (attribute reads, watches, changes) resolves paths in
+    /// the command's namespace: a host pid or a host /dev/shm name answers
+    /// exactly as a name that does not exist, directly or through a link.
+    @Test(arguments: [nil, 65534] as [uid_t?]) func theSupervisorSeesTheCommandsProcAndSharedMemory(uid: uid_t?) throws {
+        let sleeper = Process()
+        sleeper.executableURL = URL(fileURLWithPath: "/bin/sleep")
+        sleeper.arguments = ["30"]
+        try sleeper.run()
+        defer { kill(sleeper.processIdentifier, SIGKILL); sleeper.waitUntilExit() }
+        let host = sleeper.processIdentifier
+        // A name the host's /dev/shm surely has: one of its entries, else the folder itself.
+        let hostShm = ((try? FileManager.default.contentsOfDirectory(atPath: "/dev/shm")) ?? []).first.map { "/dev/shm/" + $0 }
+        let code = """
+            import errno, os, sys
+            def probe(path):
+                try: os.getxattr(path, 'user.x'); return 'found'
+                except OSError as e: return errno.errorcode[e.errno]
+            os.chdir(os.environ['HOME'])
+            os.symlink('/proc/\(host)', 'to-host'); os.symlink('/proc/999999', 'to-none')
+            names = ['/proc/\(host)', '/proc/999999', 'to-host', 'to-none'] + sys.argv[1:]
+            print(' '.join(probe(p) for p in names))
+            """
+        let home = Launcher.Home(owner: uid ?? getuid())
+        let result = try Launcher.run([Run.python, "-c", code] + (hostShm.map { [$0, "/dev/shm/surely-not-there"] } ?? []), home: home, as: uid)
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.output == [Array(repeating: "ENOENT", count: hostShm == nil ? 4 : 6).joined(separator: " ")])
+    }
+
     @Test func sharedMemoryIsPrivateAndBounded() throws {
         var host = stat()
         try #require(stat("/dev/shm", &host) == 0)

@@ -58,6 +58,9 @@ static const int CSB_AT_EMPTY_PATH = 0x1000;  // hidden by Glibc's Swift module
 int csb_open_path(int dirfd, const char *path, int follow_symlinks);
 /// `openat2(2)` with `O_PATH | O_CLOEXEC` and `RESOLVE_NO_MAGICLINKS`.
 int csb_openat2_path(int dirfd, const char *path, int follow_symlinks);
+/// The same with `RESOLVE_IN_ROOT`: `root` is "/" for the path and for every
+/// absolute link met on the way (the child's root, in its own mount namespace).
+int csb_openat2_path_in_root(int root, const char *path, int follow_symlinks);
 /// `fchmodat(2)` through `/proc/self/fd/N`, which reaches the inode of an O_PATH fd.
 int csb_chmod_fd(int fd, uint32_t mode);
 /// `fchownat(2)` with `AT_EMPTY_PATH`.

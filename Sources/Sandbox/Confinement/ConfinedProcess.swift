@@ -100,6 +100,10 @@ extension ConfinementPlan {
                 listener = fd
             case .namespaces(let bits):
                 namespaces = ConfinedProcess.Namespaces(rawValue: bits)
+                if namespaces.contains(.pidAndMount) {
+                    supervisor.resolveInNamespace(
+                        of: keeper.pid, privateMounts: (namespaces.contains(.proc) ? ["/proc"] : []) + (namespaces.contains(.sharedMemory) ? ["/dev/shm"] : []))
+                }
                 observer?.privateMounts = (namespaces.contains(.proc) ? [Array("/proc".utf8)] : [])
                     + (namespaces.contains(.sharedMemory) ? [Array("/dev/shm".utf8)] : [])
             case .failed(let stage, let error):

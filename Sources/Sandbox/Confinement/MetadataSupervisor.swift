@@ -20,6 +20,25 @@ final class MetadataSupervisor {
     private let readable: Set<InodeIdentity>
     private let pinned: [OwnedDescriptor]
 
+    /// The command's root, in the mount namespace of its own (its private
+    /// /dev/shm and /proc): absolute paths are resolved from there, as the
+    /// command resolves them. nil without namespaces: then it is ours.
+    private var childRoot: OwnedDescriptor?
+    /// Devices of our mounts that the command has its own of (/dev/shm,
+    /// /proc): a path that still lands on one (through a link the command
+    /// made) names nothing the command can see, so it does not exist.
+    private var shadowedDevices: Set<UInt64> = []
+
+    /// Called once the keeper has made the command's mounts.
+    func resolveInNamespace(of keeper: pid_t, privateMounts: [String]) {
+        guard let root = try? Self.open("/proc/\(keeper)/root", follow: true) else { return }
+        childRoot = root
+        shadowedDevices = Set(privateMounts.compactMap { mount in
+            var status = stat()
+            return stat(mount, &status) == 0 ? UInt64(status.st_dev) : nil
+        })
+    }
+
     init(writableRoots: [OwnedDescriptor], readableRoots: [OwnedDescriptor]) {
         pinned = writableRoots + readableRoots
         writable = Set(writableRoots.compactMap { try? $0.status().inodeIdentity })
@@ -151,8 +170,9 @@ final class MetadataSupervisor {
                 target = descriptor
                 status = try target.status()
             case .path(let base, let path, let follow):
-                (target, status, folder) = try Self.resolve(path, from: base, follow: follow)
+                (target, status, folder) = try Self.resolve(path, from: base, follow: follow, root: childRoot)
             }
+            if shadowedDevices.contains(UInt64(status.st_dev)) { throw .noSuchFileOrDirectory }
             // Never act on /proc: there a path names the supervisor's own process.
             guard try !Self.isOnProcFS(target, status: status),
                   try isBeneath(target, status: status, folder: folder, roots: shape.operation.reads ? readable : writable) else {
@@ -353,9 +373,17 @@ final class MetadataSupervisor {
     /// (the name is not a symlink that was followed, ".", ".." or empty):
     /// the beneath check then starts there instead of asking /proc for the
     /// file's name and opening that name again.
-    private static func resolve(_ path: [CChar], from base: OwnedDescriptor?, follow: Bool) throws(Errno)
+    /// `root`, if given, is "/" for an absolute path (and its links).
+    private static func resolve(_ path: [CChar], from base: OwnedDescriptor?, follow: Bool, root: OwnedDescriptor?) throws(Errno)
         -> (target: OwnedDescriptor, status: stat, folder: OwnedDescriptor?)
     {
+        let inRoot = base == nil ? root : nil
+        func open(_ path: [CChar], from base: OwnedDescriptor?, follow: Bool) throws(Errno) -> OwnedDescriptor {
+            if let inRoot, base == nil {
+                return OwnedDescriptor(taking: try syscallRetrying { csb_openat2_path_in_root(inRoot.rawValue, path, follow ? 1 : 0) })
+            }
+            return OwnedDescriptor(taking: try syscallRetrying { csb_openat2_path(base?.rawValue ?? AT_FDCWD, path, follow ? 1 : 0) })
+        }
         let slash = CChar(UInt8(ascii: "/"))
         let dot = CChar(UInt8(ascii: "."))
         let end = path.firstIndex(of: 0) ?? path.count
@@ -363,14 +391,14 @@ final class MetadataSupervisor {
         let leaf = path[(cut.map { $0 + 1 } ?? 0)..<end]
         let plain = !leaf.isEmpty && !(leaf.count <= 2 && leaf.allSatisfy { $0 == dot })
         func whole() throws(Errno) -> (target: OwnedDescriptor, status: stat, folder: OwnedDescriptor?) {
-            let target = OwnedDescriptor(taking: try syscallRetrying { csb_openat2_path(base?.rawValue ?? AT_FDCWD, path, follow ? 1 : 0) })
+            let target = try open(path, from: base, follow: follow)
             return (target, try target.status(), nil)
         }
         guard plain else { return try whole() }
         let folder: OwnedDescriptor
         if let cut {
             let folderPath = cut == 0 ? [slash, 0] : Array(path[..<cut]) + [0]
-            folder = OwnedDescriptor(taking: try syscallRetrying { csb_openat2_path(base?.rawValue ?? AT_FDCWD, folderPath, 1) })
+            folder = try open(folderPath, from: base, follow: true)
         } else if let base {
             folder = base
         } else {
@@ -380,7 +408,9 @@ final class MetadataSupervisor {
         let target = OwnedDescriptor(taking: try syscallRetrying { csb_openat2_path(folder.rawValue, name, 0) })
         let status = try target.status()
         guard follow, status.isSymlink else { return (target, status, folder) }
-        // A followed link may lead anywhere: its folder is found from the file.
+        // A followed link may lead anywhere: its folder is found from the file
+        // (and an absolute link in the command's namespace only from its root).
+        if inRoot != nil { return try whole() }
         let linked = OwnedDescriptor(taking: try syscallRetrying { csb_openat2_path(folder.rawValue, name, 1) })
         return (linked, try linked.status(), nil)
     }
