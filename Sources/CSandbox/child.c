@@ -6,6 +6,7 @@
 #define _GNU_SOURCE 1
 #include "csandbox.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/capability.h>
@@ -389,6 +390,35 @@ static int csb_rule_for_mount(int ruleset_fd, const char *path, uint64_t access)
     return result;
 }
 
+// A command run by root keeps uid 0 without capabilities, and so the owner's
+// access to root-only procfs files: the host network namespace's secrets in
+// /proc/sys (tcp_fastopen_key, stable_secret) and the kernel's layout at the
+// top level (slabinfo, kpageflags, vmallocinfo...). /proc/sys is covered by an
+// empty read-only tmpfs, and every top-level entry that others may not read by
+// /dev/null. One getdents64 of /proc, no allocation: this is a forked child.
+static void csb_mask_root_only_proc(void) {
+    mount("tmpfs", "/proc/sys", "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0555,size=4k");
+    int proc = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (proc < 0) return;
+    char buffer[4096];
+    long count;
+    while ((count = syscall(SYS_getdents64, proc, buffer, sizeof(buffer))) > 0) {
+        for (long at = 0; at < count;) {
+            struct { uint64_t ino; int64_t off; unsigned short reclen; unsigned char type; char name[]; } *entry = (void *)(buffer + at);
+            at += entry->reclen;
+            if (entry->type != DT_REG || entry->name[0] < 'a' || entry->name[0] > 'z') continue;  // pids, links, folders
+            struct stat status;
+            if (fstatat(proc, entry->name, &status, AT_SYMLINK_NOFOLLOW) != 0 || (status.st_mode & S_IROTH)) continue;
+            char path[80] = "/proc/";
+            size_t length = strlen(entry->name);
+            if (length > sizeof(path) - 7) continue;
+            memcpy(path + 6, entry->name, length + 1);
+            mount("/dev/null", path, NULL, MS_BIND, NULL);
+        }
+    }
+    close(proc);
+}
+
 // Runs first in a keeper cloned into new namespaces; returns the csb_namespaces bits.
 static int csb_keeper_enter_namespaces(const struct csb_child_plan *plan, const struct csb_keeper_plan *keeper,
                                        int namespaces, int report_fd) {
@@ -410,6 +440,7 @@ static int csb_keeper_enter_namespaces(const struct csb_child_plan *plan, const 
     }
     if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) == 0
         && csb_rule_for_mount(plan->ruleset_fd, "/proc", keeper->proc_access) == 0) {
+        if (keeper->uid == 0) csb_mask_root_only_proc();
         namespaces |= CSB_NAMESPACES_PROC;
     }
     return namespaces;

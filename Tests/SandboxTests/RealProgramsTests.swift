@@ -171,6 +171,41 @@ import Testing
         #expect(result.output == [Array(repeating: "ENOENT", count: hostShm == nil ? 4 : 6).joined(separator: " ")])
     }
 
+    /// Root-only procfs files (the host's TCP Fast Open key and IPv6 stable
+    /// secrets, the kernel's memory layout), found on this host: root reads
+    /// them unconfined; a command launched by root reads nothing of them.
+    @Test func rootOnlyProcFilesStayClosedToARootCommand() throws {
+        try #require(geteuid() == 0, "run as root: an unprivileged command cannot read them anyway")
+        var rootOnly: [String] = []
+        func collect(_ folder: String, depth: Int) {
+            for name in (try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? [] where name.first.map({ !$0.isNumber }) ?? false {
+                let path = folder + "/" + name
+                var status = stat()
+                guard lstat(path, &status) == 0 else { continue }
+                if status.st_mode & S_IFMT == S_IFDIR, depth > 0, path.hasPrefix("/proc/sys") { collect(path, depth: depth - 1) }
+                if status.st_mode & S_IFMT == S_IFREG, status.st_mode & S_IRUSR != 0, status.st_mode & S_IROTH == 0 { rootOnly.append(path) }
+            }
+        }
+        collect("/proc", depth: 0)
+        collect("/proc/sys", depth: 4)
+        rootOnly = rootOnly.filter { !$0.hasPrefix("/proc/kmsg") }  // blocks until the kernel logs
+        try #require(rootOnly.contains("/proc/slabinfo"), "\(rootOnly)")
+        let code = """
+            import sys
+            total = 0
+            for path in sys.argv[1:]:
+                try:
+                    with open(path, 'rb') as f: total += len(f.read(4096))
+                except OSError: pass
+            print('bytes', total)
+            """
+        let host = try Run.unconfined([Run.python, "-c", code] + rootOnly)
+        #expect(host.stdout != "bytes 0\n", "the attack needs something to read")
+        let confined = try Run.confined([Run.python, "-c", code] + rootOnly, in: Scratch())
+        #expect(confined.stderr == "")
+        #expect(confined.output == ["bytes 0"])
+    }
+
     @Test func sharedMemoryIsPrivateAndBounded() throws {
         var host = stat()
         try #require(stat("/dev/shm", &host) == 0)
