@@ -1,8 +1,9 @@
-/// A tiny assembler for the classic BPF that seccomp runs, for the few
-/// checks libseccomp cannot express. Jumps name labels; `assemble()` turns
-/// them into the 8-bit forward offsets the instruction set has and refuses
-/// what the kernel would reject or misread: an unknown or repeated label, a
-/// backward jump, an offset above 255, a program that can fall off its end.
+/// A tiny assembler for the classic BPF that seccomp runs: the syscall
+/// filter and its argument guard. Jumps name labels; `assemble()` turns them
+/// into the forward offsets the instruction set has (8 bits for a
+/// conditional jump, 32 for `jump(to:)`) and refuses what the kernel would
+/// reject or misread: an unknown or repeated label, a backward jump, a
+/// conditional offset above 255, a program that can fall off its end.
 struct ClassicBPF {
     /// How a conditional jump compares the accumulator with a constant.
     enum Condition {
@@ -39,6 +40,10 @@ struct ClassicBPF {
         case load(offset: UInt32)
         /// `then`/`otherwise` nil: the next instruction.
         case jump(Condition, UInt32, then: String?, otherwise: String?)
+        /// `BPF_JMP | BPF_JA`: always, as far as needed.
+        case always(String)
+        /// `BPF_ALU | BPF_AND | BPF_K`.
+        case and(UInt32)
         case ret(UInt32)
     }
 
@@ -55,6 +60,12 @@ struct ClassicBPF {
     mutating func jump(if condition: Condition, _ value: UInt32, then: String? = nil, else otherwise: String? = nil) {
         items.append(.jump(condition, value, then: then, otherwise: otherwise))
     }
+
+    /// `BPF_JMP | BPF_JA`: jumps to `label`, however far ahead.
+    mutating func jump(to label: String) { items.append(.always(label)) }
+
+    /// `BPF_ALU | BPF_AND | BPF_K`: keeps the bits of the accumulator that `mask` has.
+    mutating func and(_ mask: UInt32) { items.append(.and(mask)) }
 
     /// `BPF_RET | BPF_K`: ends the program with a seccomp action.
     mutating func ret(_ action: UInt32) { items.append(.ret(action)) }
@@ -82,12 +93,16 @@ struct ClassicBPF {
         var program: [Instruction] = []
         for item in items {
             let here = program.count
-            func offset(_ label: String?) throws(AssemblyError) -> UInt8 {
-                guard let label else { return 0 }
+            func distance(_ label: String) throws(AssemblyError) -> Int {
                 guard let target = positions[label] else { throw .undefinedLabel(label) }
                 guard target < count else { throw .fallsOffTheEnd }  // a label after the last instruction
                 let distance = target - here - 1
                 guard distance >= 0 else { throw .backwardJump(label) }
+                return distance
+            }
+            func offset(_ label: String?) throws(AssemblyError) -> UInt8 {
+                guard let label else { return 0 }
+                let distance = try distance(label)
                 guard distance <= 255 else { throw .jumpTooFar(label: label, distance: distance) }
                 return UInt8(distance)
             }
@@ -103,6 +118,10 @@ struct ClassicBPF {
                 case .anyBitSet: 0x45
                 }
                 program.append(Instruction(code: code, jt: try offset(then), jf: try offset(otherwise), k: value))
+            case .always(let label):
+                program.append(Instruction(code: 0x05, jt: 0, jf: 0, k: UInt32(try distance(label))))
+            case .and(let mask):
+                program.append(Instruction(code: 0x54, jt: 0, jf: 0, k: mask))
             case .ret(let action):
                 program.append(Instruction(code: 0x06, jt: 0, jf: 0, k: action))
             }
