@@ -319,3 +319,7 @@ int csb_open_regular(int dirfd, const char *name, int flags, unsigned int mode);
 /// sandbox without /proc cannot read.
 int csb_saved_argc(void);
 char *const *csb_saved_argv(void);
+
+/// `dl_iterate_phdr(3)`: calls `visit` with the path of every shared object
+/// the loader mapped (not the program itself), with no syscall.
+void csb_loaded_objects(void (*visit)(const char *path, void *context), void *context);

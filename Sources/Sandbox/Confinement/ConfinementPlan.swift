@@ -277,17 +277,18 @@ struct LauncherFiles {
 
     static var current: LauncherFiles? {
         guard let executable = try? FilePath(bytes: Array(readLink("/proc/self/exe"))) else { return nil }
+        // The loader's list of what it mapped: no /proc/self/maps to read and parse.
+        var loaded: [FilePath] = []
+        withUnsafeMutablePointer(to: &loaded) { list in
+            csb_loaded_objects({ path, context in
+                guard let path, let context else { return }
+                context.assumingMemoryBound(to: [FilePath].self).pointee.append(FilePath(platformString: path))
+            }, list)
+        }
         var paths = [executable]
-        if let maps = try? readAll("/proc/self/maps") {
-            for line in maps.split(separator: UInt8(ascii: "\n")) {
-                // "start-end r-xp offset dev inode   /path": executable mappings of files only.
-                let fields = line.split(separator: UInt8(ascii: " "), maxSplits: 5, omittingEmptySubsequences: true)
-                let name = fields.count == 6 ? fields[5].drop { $0 == UInt8(ascii: " ") } : []
-                guard fields[1].starts(with: Array("r-x".utf8)), name.first == UInt8(ascii: "/") else { continue }
-                let path = FilePath(bytes: Array(name))
-                let covered = ["/usr/", "/lib/", "/lib64/", "/bin/", "/sbin/"].contains { path.bytes.starts(with: Array($0.utf8)) }
-                if !covered, !paths.contains(path) { paths.append(path) }
-            }
+        for path in loaded where path.bytes.first == UInt8(ascii: "/") {
+            let covered = ["/usr/", "/lib/", "/lib64/", "/bin/", "/sbin/"].contains { path.bytes.starts(with: Array($0.utf8)) }
+            if !covered, !paths.contains(path) { paths.append(path) }
         }
         let rules = paths.compactMap { path -> FolderRule? in
             guard let fd = try? OwnedDescriptor.openPath(path, follow: true), (try? fd.status())?.isRegularFile == true else { return nil }
@@ -301,16 +302,5 @@ struct LauncherFiles {
         let count = buffer.withUnsafeMutableBytes { readlink(path, $0.baseAddress!.assumingMemoryBound(to: CChar.self), Int(PATH_MAX)) }
         guard count > 0 else { throw Errno(rawValue: errno) }
         return Array(buffer[0..<count])
-    }
-
-    private static func readAll(_ path: String) throws -> [UInt8] {
-        let file = OwnedDescriptor(taking: try syscallRetrying { open(path, O_RDONLY | O_CLOEXEC) })
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 65536)
-        while true {
-            let count = try syscallRetrying { chunk.withUnsafeMutableBytes { read(file.rawValue, $0.baseAddress, $0.count) } }
-            if count == 0 { return bytes }
-            bytes += chunk[0..<count]
-        }
     }
 }
