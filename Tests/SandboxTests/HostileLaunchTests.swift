@@ -28,6 +28,17 @@ import SystemPackage
         #expect(throws: SandboxError.self) {
             try Run.confined(["/bin/true"], in: scratch, policy: inside) { $0.protectedFolders = [state] }
         }
+        // A file inside it, named directly or through a link as the last name (its folder is then another).
+        #expect(symlink(state + "/keys/current", scratch.path + "/innocent-file") == 0)
+        for file in [state + "/keys/current", scratch.path + "/innocent-file"] {
+            var single = Policy.defaultPolicy
+            single.systemPaths.append(.init(path: file, access: .readOnly))
+            let exposedFile = try Run.confined(["/bin/cat", state + "/keys/current"], in: scratch, policy: single)
+            #expect(exposedFile.stdout == "sealing key\n")
+            #expect(throws: SandboxError.self) {
+                try Run.confined(["/bin/cat", state + "/keys/current"], in: scratch, policy: single) { $0.protectedFolders = [state] }
+            }
+        }
     }
 
     /// A granted folder is checked the same way, by inode: a symlink changes nothing.

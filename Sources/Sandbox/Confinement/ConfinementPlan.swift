@@ -150,11 +150,35 @@ public final class ConfinementPlan: @unchecked Sendable {
 
     /// The policy's system paths that exist here, opened once: the same fds
     /// get the Landlock rules and pin the supervisor's readable roots.
+    /// Each is opened as its folder (once per folder: sixty /etc files open
+    /// /etc once) and then its last name without following a link, so that
+    /// the protected-folder check knows the folder of each file without
+    /// asking /proc for its name; a last name that is a link is opened
+    /// through, as the path says.
     private static func openSystemPaths(_ policy: Policy) -> [FolderRule] {
-        policy.systemPaths.compactMap { systemPath in
+        var folders: [Substring: OwnedDescriptor?] = [:]
+        return policy.systemPaths.compactMap { systemPath in
+            let path = systemPath.path
+            let rule = { (fd: CInt, folder: OwnedDescriptor?) in
+                FolderRule(name: "system", path: FilePath(path), descriptor: OwnedDescriptor(taking: fd), access: systemPath.access, folder: folder)
+            }
             // A path this system lacks (say /lib64 on arm64) only means less access.
-            guard let fd = try? syscallRetrying({ csb_open_path(AT_FDCWD, systemPath.path, 1) }) else { return nil }
-            return FolderRule(name: "system", path: FilePath(systemPath.path), descriptor: OwnedDescriptor(taking: fd), access: systemPath.access)
+            guard let slash = path.lastIndex(of: "/"), path.index(after: slash) < path.endIndex, slash != path.startIndex else {
+                return (try? syscallRetrying { csb_open_path(AT_FDCWD, path, 1) }).map { rule($0, nil) }
+            }
+            let folderPath = path[..<slash]
+            if folders[folderPath] == nil {
+                folders[folderPath] = (try? syscallRetrying { csb_open_path(AT_FDCWD, String(folderPath), 1) }).map(OwnedDescriptor.init(taking:))
+            }
+            guard let folder = folders[folderPath] ?? nil,
+                  let leaf = try? syscallRetrying({ csb_open_path(folder.rawValue, String(path[path.index(after: slash)...]), 0) })
+            else { return nil }
+            var status = stat()
+            guard fstat(leaf, &status) == 0, status.st_mode & S_IFMT != S_IFLNK else {
+                close(leaf)
+                return (try? syscallRetrying { csb_open_path(AT_FDCWD, path, 1) }).map { rule($0, nil) }
+            }
+            return rule(leaf, status.st_mode & S_IFMT == S_IFDIR ? nil : folder)
         }
     }
 
@@ -219,7 +243,7 @@ public final class ConfinementPlan: @unchecked Sendable {
         }
         guard !guarded.isEmpty else { return }
         let rules = systemPaths + grants
-        for (rule, ruleChain) in zip(rules, Ancestry.chains(of: rules.map(\.descriptor))) {
+        for (rule, ruleChain) in zip(rules, Ancestry.chains(of: rules.map(\.descriptor), folders: rules.map(\.folder))) {
             for (path, chain) in guarded {
                 guard let ruleChain, let chain else { throw .setup(step: "checking \(Printable.path(rule.path)) against \(Printable.path(path))", errno: .ioError) }
                 guard Ancestry.overlaps(ruleChain, chain) else { continue }

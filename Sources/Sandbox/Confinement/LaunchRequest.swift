@@ -11,12 +11,20 @@ public struct FolderRule: Sendable {
     public let path: FilePath
     public let descriptor: OwnedDescriptor
     public let access: Policy.PathAccess
+    /// For a file, the folder it was opened in by name, when known: its
+    /// ancestry is then walked from there, with no lookup of its name.
+    let folder: OwnedDescriptor?
 
     public init(name: String, path: FilePath, descriptor: OwnedDescriptor, access: Policy.PathAccess) {
+        self.init(name: name, path: path, descriptor: descriptor, access: access, folder: nil)
+    }
+
+    init(name: String, path: FilePath, descriptor: OwnedDescriptor, access: Policy.PathAccess, folder: OwnedDescriptor?) {
         self.name = name
         self.path = path
         self.descriptor = descriptor
         self.access = access
+        self.folder = folder
     }
 }
 

@@ -30,9 +30,9 @@ public enum Ancestry {
     /// Chains of many descriptors, walking each folder above them once:
     /// sixty system paths under /etc cost one walk of /etc, not sixty.
     /// A chain that cannot be walked is nil.
-    static func chains(of descriptors: [OwnedDescriptor]) -> [[InodeIdentity]?] {
+    static func chains(of descriptors: [OwnedDescriptor], folders: [OwnedDescriptor?] = []) -> [[InodeIdentity]?] {
         let walker = Walker()
-        return descriptors.map { walker.chain(of: $0) }
+        return descriptors.indices.map { walker.chain(of: descriptors[$0], folder: $0 < folders.count ? folders[$0] : nil) }
     }
 
     /// Walks chains, remembering each folder's parent on the way: one entry
@@ -50,10 +50,11 @@ public enum Ancestry {
         /// How many folders it remembers (one identity each).
         var remembered: Int { parents.count }
 
-        func chain(of fd: OwnedDescriptor) -> [InodeIdentity]? {
+        /// `folder`: the folder a file was opened in by name, if known.
+        func chain(of fd: OwnedDescriptor, folder known: OwnedDescriptor? = nil) -> [InodeIdentity]? {
             guard let status = try? fd.status() else { return nil }
             if status.isDirectory { return try? walk(fd, status.inodeIdentity) }
-            guard let folder = try? Ancestry.folder(holding: fd, identity: status.inodeIdentity),
+            guard let folder = known ?? (try? Ancestry.folder(holding: fd, identity: status.inodeIdentity)),
                   let folderStatus = try? folder.status(),
                   let chain = try? walk(folder, folderStatus.inodeIdentity) else { return nil }
             return [status.inodeIdentity] + chain
