@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Launch cost of `sandboxed-run run -- /bin/true` against /bin/true and
-# bubblewrap, measured in the same run with hyperfine, plus peak memory.
-# Prints figures and ratios; asserts nothing (timing belongs here, not in tests).
+# Launch cost of `sandboxed-run run -- /bin/true` (and with one grant)
+# against /bin/true and bubblewrap, measured in the same hyperfine run, with
+# peak memory, then where our launch time goes (perf, where the machine has
+# it). Prints figures and ratios; asserts nothing (timing belongs here).
 #   Benchmarks/launch.sh [RUNS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,40 +10,74 @@ runs="${1:-300}"
 scripts/install-deps
 swift build -c release --static-swift-stdlib --product sandboxed-run >&2
 bin="$PWD/.build/release/sandboxed-run"
-export XDG_DATA_HOME
-XDG_DATA_HOME="$(mktemp -d)"
-results="$(mktemp)"
-trap 'rm -rf "$XDG_DATA_HOME" "$results"' EXIT
-"$bin" run --app bench -- /bin/true  # create the container outside the measurement
+root="$(mktemp -d)"
+trap 'rm -rf "$root"' EXIT
+export XDG_DATA_HOME="$root/data" XDG_STATE_HOME="$root/state"
+mkdir -p "$root/vault"
+"$bin" run --app bench -- /bin/true  # the container, outside the measurement
+"$bin" pick --app bench --select "$root/vault" -o "$root/vault.bookmark" >/dev/null
+grant="$bin run --app bench --grant VAULT=$root/vault.bookmark -- /bin/true"
 
-hyperfine -N --warmup 30 --runs "$runs" --export-json "$results" \
+hyperfine -N --warmup 30 --runs "$runs" --export-json "$root/results.json" \
     -n "true" "/bin/true" \
     -n "sandboxed-run --help (start-up only)" "$bin --help" \
     -n "sandboxed-run run" "$bin run --app bench -- /bin/true" \
+    -n "sandboxed-run run --grant" "$grant" \
     -n "bwrap --ro-bind / /" "bwrap --ro-bind / / /bin/true" \
     -n "bwrap isolated" "bwrap --ro-bind / / --unshare-all --new-session --die-with-parent --dev /dev --proc /proc --tmpfs /tmp /bin/true" \
     >&2
 
-python3 - "$results" "$bin" <<'PY'
-import json, resource, subprocess, sys
+python3 - "$root/results.json" "$bin" "$root/vault.bookmark" <<'PY'
+import json, subprocess, sys
 results = {r["command"]: r for r in json.load(open(sys.argv[1]))["results"]}
-bin = sys.argv[2]
-ours = results["sandboxed-run run"]["median"]
-print(f"{'command':40} {'median ms':>10} {'mean ms':>9} {'ours / it':>10}")
+bin, bookmark = sys.argv[2], sys.argv[3]
+bwrap = results["bwrap --ro-bind / /"]["median"]
+print(f"{'command':40} {'median ms':>10} {'mean ms':>9} {'/ bwrap minimal':>16}")
 for name, r in results.items():
-    print(f"{name:40} {r['median'] * 1e3:10.2f} {r['mean'] * 1e3:9.2f} {ours / r['median']:10.2f}")
-startup = results["sandboxed-run --help (start-up only)"]["median"]
-print(f"\nof our median {ours * 1e3:.2f} ms, {startup * 1e3:.2f} ms is process start-up and argument parsing "
-      f"(Swift runtime, relocations), the rest policy, Landlock ruleset, seccomp compile, fork and exec")
+    print(f"{name:40} {r['median'] * 1e3:10.2f} {r['mean'] * 1e3:9.2f} {r['median'] / bwrap:16.2f}")
+grant = results["sandboxed-run run --grant"]["median"] / results["sandboxed-run run"]["median"]
+print(f"\nwith one grant: x{grant:.2f} of run without one")
 
 def peak_rss(command):
-    # GNU time is a small C parent; a forked child's pre-exec copy counts in ru_maxrss,
-    # so a large parent (python) would hide the figure. /bin/true shows the floor.
+    # GNU time is a small C parent: ru_maxrss is the launcher's own (and its waited children's).
     run = subprocess.run(["/usr/bin/time", "-f", "%M", *command], capture_output=True, text=True, check=True)
     return int(run.stderr.strip().splitlines()[-1])
 print("\npeak resident memory, the largest process of each (KiB):")
 for name, command in [("true", ["/bin/true"]),
                       ("bwrap isolated", ["bwrap", "--ro-bind", "/", "/", "--unshare-all", "--new-session", "--die-with-parent", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "/bin/true"]),
-                      ("sandboxed-run run", [bin, "run", "--app", "bench", "--", "/bin/true"])]:
+                      ("sandboxed-run run", [bin, "run", "--app", "bench", "--", "/bin/true"]),
+                      ("sandboxed-run run --grant", [bin, "run", "--app", "bench", "--grant", "VAULT=" + bookmark, "--", "/bin/true"])]:
     print(f"  {name:38} {peak_rss(command):8d}")
 PY
+
+# Where the time goes: perf's samples of 300 launches, by the phase each
+# function belongs to (children included, so phases nest: the plan holds the checks).
+if perf record -e cpu-clock -F 20000 -g -o "$root/perf.data" -- \
+        sh -c "for i in \$(seq 300); do $bin run --app bench -- /bin/true; done" >/dev/null 2>&1; then
+    perf report -i "$root/perf.data" --comm sandboxed-run --children --sort sym -g none 2>/dev/null > "$root/report.txt" || true
+    python3 - "$root/report.txt" <<'PY'
+import re, sys
+phases = [
+    ("main (everything after the runtime started)", "sandboxed_run_main"),
+    ("  the plan (policy, checks, rules, filters)", "ConfinementPlanC_8features"),
+    ("    protected-folder check", "checkNothingProtected"),
+    ("    seccomp filter, assembled", "SyscallFilterV7compile"),
+    ("    Landlock ruleset", "ConfinementPlanC7ruleset"),
+    ("  built-in policy decoded", "PolicyV7builtin5named"),
+    ("  launch (keeper, namespaces, exec, report)", "ConfinementPlanC6launch"),
+    ("  Swift type metadata at first use", "swift_getTypeByMangledName"),
+    ("dynamic loader relocations", "_dl_relocate_object"),
+]
+shares = {}
+for line in open(sys.argv[1]):
+    m = re.match(r"\s*([\d.]+)%\s+[\d.]+%\s+\[[.k]\]\s+(\S+)", line)
+    if not m: continue
+    for _, key in phases:
+        if key in m.group(2) and key not in shares: shares[key] = float(m.group(1))
+print("\nwhere the launcher's time goes (share of its perf samples; the rest is the kernel's exec, page faults and exit):")
+for label, key in phases:
+    print(f"  {label:48} {shares.get(key, 0.0):5.1f}%")
+PY
+else
+    echo "(perf is not available here: no breakdown)"
+fi
