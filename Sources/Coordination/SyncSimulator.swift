@@ -52,6 +52,9 @@ public final class SyncSimulator {
     static let largest = 16 << 20
     static let maxEntries = 10_000
     static let maxDepth = 8
+    /// Every file found keeps its folder open until the next scan: a vault
+    /// of thousands of folders must not use up the process's descriptors.
+    static let maxFolders = 256
 
     private let opened: OwnedDescriptor?
 
@@ -280,6 +283,7 @@ public final class SyncSimulator {
     private func scan(_ rootFolder: OwnedDescriptor) -> Scan {
         var result = Scan()
         var seen = 0
+        var folders = 1
         var queue: [(OwnedDescriptor, FilePath, Int)] = []
         if let opened = Self.openFolder(rootFolder, ".") { queue.append((opened, root, 0)) }
         while let (folder, path, depth) = queue.popLast() {
@@ -295,7 +299,10 @@ public final class SyncSimulator {
                 let childPath = path.pushing(FilePath(bytes: bytes))
                 switch Int32(entry.pointee.d_type) {
                 case Int32(DT_DIR):
-                    if depth + 1 < Self.maxDepth, let child = Self.openFolder(folder, name) { queue.append((child, childPath, depth + 1)) }
+                    if depth + 1 < Self.maxDepth, folders < Self.maxFolders, let child = Self.openFolder(folder, name) {
+                        folders += 1
+                        queue.append((child, childPath, depth + 1))
+                    }
                 case Int32(DT_REG):
                     if let evicted = Self.stripped(bytes, prefix: ".", suffix: ".icloud.download") {
                         result.requests.append(Self.location(folder, evicted, path))

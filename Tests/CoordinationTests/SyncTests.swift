@@ -150,6 +150,20 @@ import Testing
         #expect(peak < 160_000, "peak resident memory \(peak) KiB")
     }
 
+    @Test func thousandsOfFoldersCannotUseUpItsDescriptors() throws {
+        let scratch = Scratch()
+        try "hello\n".write(toFile: scratch.path + "/note.md", atomically: false, encoding: .utf8)
+        for i in 0..<1100 {
+            try FileManager.default.createDirectory(atPath: scratch.path + "/d\(i)", withIntermediateDirectories: false)
+            try "x\n".write(toFile: scratch.path + "/d\(i)/f.md", atomically: false, encoding: .utf8)
+        }
+        let (simulator, out) = try Party.run(["/bin/sh", "-c", "ulimit -n 1024 && exec \"$0\" sync-simulator \"$1\" --seconds 1.5 --edit-rate 20", Party.binary, scratch.path])
+        let counts = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(simulator.terminationStatus == 0)
+        #expect(counts.contains("skipped 0"), "\(counts)")
+        #expect(!counts.hasPrefix("uploads 0,"), "\(counts)")
+    }
+
     @Test func theSameSeedMakesTheSameRun() throws {
         func run() throws -> String {
             let scratch = Scratch()
