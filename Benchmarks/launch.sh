@@ -66,7 +66,7 @@ phases = [
     ("  built-in policy decoded", "PolicyV7builtin5named"),
     ("  launch (keeper, namespaces, exec, report)", "ConfinementPlanC6launch"),
     ("  Swift type metadata at first use", "swift_getTypeByMangledName"),
-    ("dynamic loader relocations", "_dl_relocate_object"),
+    ("dynamic loader, symbol lookups", "do_lookup_x"),
 ]
 shares = {}
 for line in open(sys.argv[1]):
