@@ -27,7 +27,14 @@ def locked(folder, name):
         fd = os.open(name, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644, dir_fd=folder)
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise OSError("not a regular file")
-        fcntl.fcntl(fd, fcntl.F_OFD_SETLKW, struct.pack("hhqqi", fcntl.F_WRLCK, 0, 0, 0, 0))
+        request = struct.pack("hhqqi", fcntl.F_WRLCK, 0, 0, 0, 0)
+        for _ in range(100):  # a holder keeps it for microseconds: try a little before sleeping
+            try:
+                fcntl.fcntl(fd, fcntl.F_OFD_SETLK, request); break
+            except OSError:
+                os.sched_yield()
+        else:
+            fcntl.fcntl(fd, fcntl.F_OFD_SETLKW, request)
         held, named = os.fstat(fd), os.stat(name, dir_fd=folder, follow_symlinks=False)
         if held.st_nlink and (held.st_dev, held.st_ino) == (named.st_dev, named.st_ino):
             return fd

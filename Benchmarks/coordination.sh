@@ -6,7 +6,7 @@
 # line against `sh -c 'printf >> file'` per line (a process each).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-rounds="${1:-2000}"
+rounds="${1:-20000}"
 [ "${SKIP_BUILD:-}" = 1 ] || swift build -c release --static-swift-stdlib --product sandboxed-run >&2
 bin="$PWD/.build/release/sandboxed-run"
 python3 Benchmarks/coordination.py "$bin" "$rounds" "${EDIT_RATE:-200}"

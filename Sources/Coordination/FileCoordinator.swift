@@ -277,12 +277,16 @@ public struct FileCoordinator: Sendable {
         }
         // F_OFD_SETLKW cannot time out without a signal, which a library may
         // not take over: poll, from 50 µs up to 2 ms between tries.
+        // A holder keeps it for microseconds: the first hundred tries only yield.
         var pause: useconds_t = 50
+        var tries = 0
         while csb_ofd_lock(item.rawValue, type, 0) != 0 {
             let error = Errno(rawValue: errno)
             guard error == .resourceTemporarilyUnavailable || error == .permissionDenied || error == .interrupted else {
                 throw CoordinationError.system(operation: "locking", path: path, errno: error)
             }
+            tries += 1
+            if tries <= 100 { sched_yield(); continue }
             if ContinuousClock.now >= deadline { throw CoordinationError.timedOut(path, seconds: Self.seconds(timeout)) }
             usleep(pause)
             pause = min(pause * 2, 2_000)
