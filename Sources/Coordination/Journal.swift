@@ -28,10 +28,17 @@ enum Journal {
         let journalName = FileCoordinator.sibling(of: name, suffix: ".sr-journal")
         let crossesPage = size % page + Int64(data.count) > page
         if crossesPage {
-            let fd = csb_open_regular(folder.rawValue, journalName, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+            // Written under another name, then renamed into place: a writer
+            // killed while writing it leaves no journal (and had written no
+            // record yet), never a torn journal that would stop every later writer.
+            let stagedName = FileCoordinator.sibling(of: name, suffix: ".sr-journal.new")
+            let fd = csb_open_regular(folder.rawValue, stagedName, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
             guard fd >= 0 else { throw CoordinationError.system(operation: "writing the journal of", path: path, errno: Errno(rawValue: errno)) }
             let journal = OwnedDescriptor(taking: fd)
             try FileCoordinator.writeAll(magic + Array("\(size) \(data.count)\n".utf8) + data, to: journal.rawValue, path: path)
+            guard renameat(folder.rawValue, stagedName, folder.rawValue, journalName) == 0 else {
+                throw CoordinationError.system(operation: "writing the journal of", path: path, errno: Errno(rawValue: errno))
+            }
         }
         do {
             try FileCoordinator.writeAll(data, to: fd, path: path)
@@ -48,6 +55,7 @@ enum Journal {
     static func recover(in folder: OwnedDescriptor, for name: [CChar], item: OwnedDescriptor, path: FilePath) throws {
         let journalName = FileCoordinator.sibling(of: name, suffix: ".sr-journal")
         let journalPath = path.removingLastComponent().pushing(FileCoordinator.display(journalName))
+        _ = unlinkat(folder.rawValue, FileCoordinator.sibling(of: name, suffix: ".sr-journal.new"), 0)  // a killed writer's, never in use now
         let fd = csb_open_regular(folder.rawValue, journalName, O_RDONLY, 0)
         if fd < 0 {
             if errno == ENOENT { return }

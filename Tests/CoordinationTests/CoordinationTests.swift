@@ -162,6 +162,22 @@ enum Party {
         #expect(scratch.lines("note.md").filter { $0.hasPrefix("short ") }.count == 12)
     }
 
+    /// strace kills the appender at its first write, the journal's: a torn
+    /// journal left behind refused every later writer (seen under load).
+    @Test func aWriterKilledWhileWritingItsJournalStopsNoLaterWriter() throws {
+        try #require(FileManager.default.isExecutableFile(atPath: "/usr/bin/strace"), "scripts/install-deps installs strace")
+        let scratch = Scratch()
+        let file = scratch.path + "/note.md"
+        try "first\n".write(toFile: file, atomically: false, encoding: .utf8)
+        let long = String(repeating: "y", count: 100_000)  // crosses pages: journaled
+        let (killed, _) = try Party.run(["/usr/bin/strace", "-qq", "-o", "/dev/null", "-e", "trace=write",
+                                         "-e", "inject=write:signal=KILL:when=1", Party.binary, "append", file, long])
+        #expect(killed.terminationStatus != 0, "the appender was not killed")
+        #expect(try Party.append(file, "next", timeout: "2") == 0)
+        #expect(scratch.lines("note.md") == ["first", "next", ""])
+        #expect(try FileManager.default.contentsOfDirectory(atPath: scratch.path) == ["note.md"])
+    }
+
     @Test func aLockHeldTooLongIsATypedTimeout() throws {
         let scratch = Scratch()
         let file = scratch.path + "/note.md"
