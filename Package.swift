@@ -68,7 +68,7 @@ let package = Package(
             path: "Fuzz/BookmarkFuzzer"
         ),
         .executableTarget(name: "policy-fuzzer", dependencies: ["Sandbox"], path: "Fuzz/PolicyFuzzer"),
-        .testTarget(name: "SandboxTests", dependencies: ["Sandbox", "CSandbox"]),
+        .testTarget(name: "SandboxTests", dependencies: ["Sandbox", "CSandbox", "CSeccomp"]),
         .testTarget(name: "GrantsTests", dependencies: ["Grants", "Sandbox", "CSandbox"]),
         .testTarget(name: "CLITests", dependencies: ["sandboxed-run", "grants-benchmark"]),
         .testTarget(name: "CoordinationTests", dependencies: ["Coordination", "Sandbox", "sandboxed-run"]),

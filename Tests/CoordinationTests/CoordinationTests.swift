@@ -244,23 +244,47 @@ final class ManagedCounter: @unchecked Sendable {
     var value: Int { lock.lock(); defer { lock.unlock() }; return count }
 }
 
+/// The CLI with a scratch home of its own (its state, containers and HOME).
+final class CLIHome {
+    let home = Scratch()
+    var path: String { home.path }
+    var environment: [String: String] {
+        ["XDG_DATA_HOME": home.path + "/data", "XDG_STATE_HOME": home.path + "/state", "HOME": home.path, "PATH": "/usr/bin:/bin"]
+    }
+
+    /// Starts `sandboxed-run ARGUMENTS`, its output discarded.
+    func start(_ arguments: [String]) throws -> Process {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: Party.binary)
+        process.arguments = arguments
+        process.environment = environment
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        return process
+    }
+
+    /// Runs it to the end: its status and standard output.
+    func run(_ arguments: [String]) throws -> (status: Int32, output: String) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: Party.binary)
+        process.arguments = arguments
+        process.environment = environment
+        let out = Pipe()
+        process.standardOutput = out
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let data = out.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+    }
+}
+
 /// A confined writer and an unconfined party see each other.
 @Suite struct CoordinationAcrossTheSandboxTests {
     @Test func aConfinedAppendWaitsForAnUnconfinedHolderThenLands() throws {
-        let home = Scratch()
-        let environment = ["XDG_DATA_HOME": home.path + "/data", "XDG_STATE_HOME": home.path + "/state", "HOME": home.path, "PATH": "/usr/bin:/bin"]
-        func cli(_ arguments: [String]) throws -> (status: Int32, output: String) {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: Party.binary)
-            process.arguments = arguments
-            process.environment = environment
-            let out = Pipe()
-            process.standardOutput = out
-            try process.run()
-            let data = out.fileHandleForReading.readDataToEndOfFile()
-            process.waitUntilExit()
-            return (process.terminationStatus, String(decoding: data, as: UTF8.self))
-        }
+        let cliHome = CLIHome()
+        let cli = cliHome.run
         let container = try cli(["container", "path", "--app", "com.example.memo"]).output.trimmingCharacters(in: .whitespacesAndNewlines)
         let documents = container + "/Documents"
         try "from the host\n".write(toFile: documents + "/daily.md", atomically: false, encoding: .utf8)
@@ -281,19 +305,8 @@ final class ManagedCounter: @unchecked Sendable {
 /// The unconfined commands walk the user's path without following a link an app planted.
 @Suite struct UnconfinedPathTests {
     @Test func aLinkPlantedInAGrantIsNotFollowedByAppendOrTheSimulator() throws {
-        let home = Scratch()
-        let environment = ["XDG_DATA_HOME": home.path + "/data", "XDG_STATE_HOME": home.path + "/state", "HOME": home.path, "PATH": "/usr/bin:/bin"]
-        func cli(_ arguments: [String]) throws -> Int32 {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: Party.binary)
-            process.arguments = arguments
-            process.environment = environment
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = FileHandle.nullDevice
-            try process.run()
-            process.waitUntilExit()
-            return process.terminationStatus
-        }
+        let home = CLIHome()
+        func cli(_ arguments: [String]) throws -> Int32 { try home.start(arguments).waitStatus() }
         let vault = home.path + "/Vault", outside = home.path + "/outside"
         try FileManager.default.createDirectory(atPath: vault, withIntermediateDirectories: true)
         try FileManager.default.createDirectory(atPath: outside, withIntermediateDirectories: true)
@@ -320,12 +333,10 @@ final class ManagedCounter: @unchecked Sendable {
 
     /// A home for the CLI, a vault granted read-write to `app`, and `cli`.
     final class Setup {
-        let home = Scratch()
+        let cliHome = CLIHome()
+        var home: Scratch { cliHome.home }
         var vault: String { home.path + "/Vault" }
         var bookmark: String { home.path + "/vault.bookmark" }
-        var environment: [String: String] {
-            ["XDG_DATA_HOME": home.path + "/data", "XDG_STATE_HOME": home.path + "/state", "HOME": home.path, "PATH": "/usr/bin:/bin"]
-        }
 
         init() throws {
             try FileManager.default.createDirectory(atPath: vault, withIntermediateDirectories: true)
@@ -333,16 +344,7 @@ final class ManagedCounter: @unchecked Sendable {
             #expect(try cli(["pick", "--app", "com.example.memo", "--select", vault, "-o", bookmark]).waitStatus() == 0)
         }
 
-        func cli(_ arguments: [String]) throws -> Process {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: Party.binary)
-            process.arguments = arguments
-            process.environment = environment
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = FileHandle.nullDevice
-            try process.run()
-            return process
-        }
+        func cli(_ arguments: [String]) throws -> Process { try cliHome.start(arguments) }
 
         /// The writer's lines, each exactly once and whole; the simulator's own lines aside.
         func checkNote(writer: String) {

@@ -1,6 +1,56 @@
+@preconcurrency import Glibc
+import CSandbox
+import CSeccomp
 import Foundation
+import SystemPackage
 import Testing
 @testable import Sandbox
+
+/// The oracle: libseccomp builds the same rule table.
+extension SyscallFilter {
+    /// The same rules built by libseccomp, which built the filter before.
+    func compileWithLibseccomp() throws(SandboxError) -> [UInt8] {
+        guard let context = seccomp_init(Self.errnoAction(Self.defaultErrno)) else {
+            throw .setup(step: "seccomp_init", errno: .noMemory)
+        }
+        defer { seccomp_release(context) }
+        try check(seccomp_attr_set(context, SCMP_FLTATR_ACT_BADARCH, Self.errnoAction(ENOSYS)), "seccomp_attr_set(badarch)")
+        try check(seccomp_attr_set(context, SCMP_FLTATR_CTL_NNP, 0), "seccomp_attr_set(nnp)")
+        for (number, cases) in rules() {
+            for ruleCase in cases {
+                // MASKED_EQ with a 32-bit mask compares the low 32 bits only, as ours does.
+                var conditions = ruleCase.tests.map { test in
+                    test.equal
+                        ? scmp_arg_cmp(arg: test.argument, op: SCMP_CMP_MASKED_EQ, datum_a: UInt64(test.mask), datum_b: UInt64(test.value))
+                        : scmp_arg_cmp(arg: test.argument, op: SCMP_CMP_NE, datum_a: UInt64(test.value), datum_b: 0)
+                }
+                let result = conditions.withUnsafeMutableBufferPointer { buffer in
+                    seccomp_rule_add_array(context, ruleCase.action, number, UInt32(buffer.count), buffer.baseAddress)
+                }
+                try check(result, "seccomp_rule_add(\(number))")
+            }
+        }
+        return try export(context)
+    }
+
+    func export(_ context: scmp_filter_ctx) throws(SandboxError) -> [UInt8] {
+        let memfd = csb_memfd_create("seccomp-bpf")
+        guard memfd >= 0 else { throw .setup(step: "memfd_create", errno: Errno(rawValue: errno)) }
+        let file = OwnedDescriptor(taking: memfd)
+        try check(seccomp_export_bpf(context, file.rawValue), "seccomp_export_bpf")
+        let size = Int(lseek(file.rawValue, 0, SEEK_END))
+        guard size > 0, size % 8 == 0 else { throw .setup(step: "seccomp_export_bpf", errno: .ioError) }
+        var program = [UInt8](repeating: 0, count: size)
+        let read = program.withUnsafeMutableBytes { pread(file.rawValue, $0.baseAddress, size, 0) }
+        guard read == size else { throw .setup(step: "reading the seccomp filter", errno: .ioError) }
+        return program
+    }
+
+    func check(_ result: CInt, _ step: String) throws(SandboxError) {
+        // libseccomp returns -errno rather than setting errno.
+        if result < 0 { throw .setup(step: step, errno: Errno(rawValue: -result)) }
+    }
+}
 
 /// A classic BPF interpreter for seccomp programs: what the kernel runs,
 /// for the instructions libseccomp and our assembler emit. An instruction it

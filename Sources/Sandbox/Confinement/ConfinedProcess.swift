@@ -100,12 +100,9 @@ extension ConfinementPlan {
                 listener = fd
             case .namespaces(let bits):
                 namespaces = ConfinedProcess.Namespaces(rawValue: bits)
-                if namespaces.contains(.pidAndMount) {
-                    supervisor.resolveInNamespace(
-                        of: keeper.pid, privateMounts: (namespaces.contains(.proc) ? ["/proc"] : []) + (namespaces.contains(.sharedMemory) ? ["/dev/shm"] : []))
-                }
-                observer?.privateMounts = (namespaces.contains(.proc) ? [Array("/proc".utf8)] : [])
-                    + (namespaces.contains(.sharedMemory) ? [Array("/dev/shm".utf8)] : [])
+                let privateMounts = (namespaces.contains(.proc) ? ["/proc"] : []) + (namespaces.contains(.sharedMemory) ? ["/dev/shm"] : [])
+                if namespaces.contains(.pidAndMount) { supervisor.resolveInNamespace(of: keeper.pid, privateMounts: privateMounts) }
+                observer?.privateMounts = privateMounts.map { Array($0.utf8) }
             case .failed(let stage, let error):
                 keeper.abandon()
                 throw Self.failure(stage: stage, errno: error, command: arguments[0])

@@ -378,8 +378,8 @@ final class MetadataSupervisor {
         -> (target: OwnedDescriptor, status: stat, folder: OwnedDescriptor?)
     {
         let inRoot = base == nil ? root : nil
-        func open(_ path: [CChar], from base: OwnedDescriptor?, follow: Bool) throws(Errno) -> OwnedDescriptor {
-            if let inRoot, base == nil {
+        func open(_ path: [CChar], follow: Bool) throws(Errno) -> OwnedDescriptor {
+            if let inRoot {
                 return OwnedDescriptor(taking: try syscallRetrying { csb_openat2_path_in_root(inRoot.rawValue, path, follow ? 1 : 0) })
             }
             return OwnedDescriptor(taking: try syscallRetrying { csb_openat2_path(base?.rawValue ?? AT_FDCWD, path, follow ? 1 : 0) })
@@ -391,14 +391,14 @@ final class MetadataSupervisor {
         let leaf = path[(cut.map { $0 + 1 } ?? 0)..<end]
         let plain = !leaf.isEmpty && !(leaf.count <= 2 && leaf.allSatisfy { $0 == dot })
         func whole() throws(Errno) -> (target: OwnedDescriptor, status: stat, folder: OwnedDescriptor?) {
-            let target = try open(path, from: base, follow: follow)
+            let target = try open(path, follow: follow)
             return (target, try target.status(), nil)
         }
         guard plain else { return try whole() }
         let folder: OwnedDescriptor
         if let cut {
             let folderPath = cut == 0 ? [slash, 0] : Array(path[..<cut]) + [0]
-            folder = try open(folderPath, from: base, follow: true)
+            folder = try open(folderPath, follow: true)
         } else if let base {
             folder = base
         } else {

@@ -166,7 +166,7 @@ struct SyscallFilter {
     }
 
     /// The whole filter as data, by syscall number: the single source both
-    /// `compile()` and the libseccomp oracle of the tests are built from.
+    /// `compile()` and the libseccomp oracle in the tests are built from.
     func rules() -> [Int32: [Case]] {
         var rules: [Int32: [Case]] = [:]
         func add(_ name: String, _ action: UInt32, _ tests: [ArgumentTest] = []) {
@@ -249,6 +249,7 @@ struct SyscallFilter {
     /// argument tests. Building it costs microseconds; libseccomp took about
     /// 1 ms per launch. `SyscallFilterTests` compares it with libseccomp's
     /// build of the same rules, syscall by syscall and argument by argument.
+    /// libseccomp itself is only asked for syscall numbers by name.
     func compile() throws(SandboxError) -> [UInt8] {
         let rules = rules()
         var program = ClassicBPF()
@@ -309,57 +310,10 @@ struct SyscallFilter {
 
     static let x86_64: UInt32 = 0xC000_003E  // AUDIT_ARCH_X86_64
 
-    /// The same rules built by libseccomp, which the filter was built with
-    /// before: the oracle of `SyscallFilterTests`. Never used at launch.
-    func compileWithLibseccomp() throws(SandboxError) -> [UInt8] {
-        guard let context = seccomp_init(Self.errnoAction(Self.defaultErrno)) else {
-            throw .setup(step: "seccomp_init", errno: .noMemory)
-        }
-        defer { seccomp_release(context) }
-        try check(seccomp_attr_set(context, SCMP_FLTATR_ACT_BADARCH, Self.errnoAction(ENOSYS)), "seccomp_attr_set(badarch)")
-        try check(seccomp_attr_set(context, SCMP_FLTATR_CTL_NNP, 0), "seccomp_attr_set(nnp)")
-        for (number, cases) in rules() {
-            for ruleCase in cases {
-                // MASKED_EQ with a 32-bit mask compares the low 32 bits only, as ours does.
-                var conditions = ruleCase.tests.map { test in
-                    test.equal
-                        ? Self.compare(test.argument, SCMP_CMP_MASKED_EQ, UInt64(test.mask), UInt64(test.value))
-                        : Self.compare(test.argument, SCMP_CMP_NE, UInt64(test.value), 0)
-                }
-                let result = conditions.withUnsafeMutableBufferPointer { buffer in
-                    seccomp_rule_add_array(context, ruleCase.action, number, UInt32(buffer.count), buffer.baseAddress)
-                }
-                try check(result, "seccomp_rule_add(\(number))")
-            }
-        }
-        return try export(context)
-    }
-
-    private func export(_ context: scmp_filter_ctx) throws(SandboxError) -> [UInt8] {
-        let memfd = csb_memfd_create("seccomp-bpf")
-        guard memfd >= 0 else { throw .setup(step: "memfd_create", errno: Errno(rawValue: errno)) }
-        let file = OwnedDescriptor(taking: memfd)
-        try check(seccomp_export_bpf(context, file.rawValue), "seccomp_export_bpf")
-        let size = Int(lseek(file.rawValue, 0, SEEK_END))
-        guard size > 0, size % 8 == 0 else { throw .setup(step: "seccomp_export_bpf", errno: .ioError) }
-        var program = [UInt8](repeating: 0, count: size)
-        let read = program.withUnsafeMutableBytes { pread(file.rawValue, $0.baseAddress, size, 0) }
-        guard read == size else { throw .setup(step: "reading the seccomp filter", errno: .ioError) }
-        return program
-    }
-
-    private func check(_ result: CInt, _ step: String) throws(SandboxError) {
-        // libseccomp returns -errno rather than setting errno.
-        if result < 0 { throw .setup(step: step, errno: Errno(rawValue: -result)) }
-    }
-
     static let allowAction: UInt32 = 0x7FFF_0000  // SCMP_ACT_ALLOW
     static let notifyAction: UInt32 = 0x7FC0_0000  // SCMP_ACT_NOTIFY
     static func errnoAction(_ code: CInt) -> UInt32 { 0x0005_0000 | (UInt32(code) & 0xFFFF) }  // SCMP_ACT_ERRNO
 
-    static func compare(_ argument: UInt32, _ op: scmp_compare, _ a: UInt64, _ b: UInt64) -> scmp_arg_cmp {
-        scmp_arg_cmp(arg: argument, op: op, datum_a: a, datum_b: b)
-    }
 }
 
 // MARK: - The argument guard
