@@ -252,27 +252,28 @@ final class CLIHome {
         ["XDG_DATA_HOME": home.path + "/data", "XDG_STATE_HOME": home.path + "/state", "HOME": home.path, "PATH": "/usr/bin:/bin"]
     }
 
-    /// Starts `sandboxed-run ARGUMENTS`, its output discarded.
-    func start(_ arguments: [String]) throws -> Process {
+    private func process(_ arguments: [String]) -> Process {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: Party.binary)
         process.arguments = arguments
         process.environment = environment
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
+        return process
+    }
+
+    /// Starts `sandboxed-run ARGUMENTS`, its output discarded.
+    func start(_ arguments: [String]) throws -> Process {
+        let process = process(arguments)
         try process.run()
         return process
     }
 
     /// Runs it to the end: its status and standard output.
     func run(_ arguments: [String]) throws -> (status: Int32, output: String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: Party.binary)
-        process.arguments = arguments
-        process.environment = environment
+        let process = process(arguments)
         let out = Pipe()
         process.standardOutput = out
-        process.standardError = FileHandle.nullDevice
         try process.run()
         let data = out.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
