@@ -415,12 +415,14 @@ extension Process {
             return (process.terminationStatus, String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self))
         }
         var victim: String { (try? String(contentsOfFile: outside + "/victim.txt", encoding: .utf8)) ?? "gone" }
+        /// What the app does while COMMAND runs: the note becomes a link to the victim.
+        var swapNote: String { "rm '\(vault)/note.md'; ln -s '\(outside)/victim.txt' '\(vault)/note.md'" }
     }
 
     @Test func aMergingWriterFollowsNoLinkSwappedInForTheItem() throws {
         let v = try Vault()
         let result = try v.coordinate(["--write", v.vault + "/note.md"],
-            "rm '\(v.vault)/note.md'; ln -s '\(v.outside)/victim.txt' '\(v.vault)/note.md'; echo 'user line' >> \"$COORDINATED_PATH\"")
+            v.swapNote + "; echo 'user line' >> \"$COORDINATED_PATH\"")
         #expect(result.status == 0)
         #expect(v.victim == "precious\n", "the write went outside the vault")
     }
@@ -436,7 +438,7 @@ extension Process {
     @Test func aReaderReadsTheLockedFileNotALinkSwappedIn() throws {
         let v = try Vault()
         let result = try v.coordinate(["--read", v.vault + "/note.md"],
-            "rm '\(v.vault)/note.md'; ln -s '\(v.outside)/victim.txt' '\(v.vault)/note.md'; cat \"$COORDINATED_PATH\"")
+            v.swapNote + "; cat \"$COORDINATED_PATH\"")
         #expect(result.status == 0)
         #expect(result.output == "note\n", "read through the swapped link: \(result.output)")
     }
