@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds="${1:-20000}"
-[ "${SKIP_BUILD:-}" = 1 ] || swift build -c release --static-swift-stdlib --product sandboxed-run >&2
+[ "${SKIP_BUILD:-}" = 1 ] || scripts/build-release >/dev/null
 bin="$PWD/.build/release/sandboxed-run"
 python3 Benchmarks/coordination.py "$bin" "$rounds" "${EDIT_RATE:-200}"
 work="$(mktemp -d)"

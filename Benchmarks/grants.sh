@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 runs="${1:-200}"
 scripts/install-deps
-swift build -c release --static-swift-stdlib --product sandboxed-run >&2
+scripts/build-release >/dev/null
 swift build -c release --static-swift-stdlib --product grants-benchmark >&2
 bin="$PWD/.build/release/sandboxed-run"
 root="$(mktemp -d)"

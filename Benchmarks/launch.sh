@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 runs="${1:-300}"
 scripts/install-deps
-swift build -c release --static-swift-stdlib --product sandboxed-run >&2
+scripts/build-release >/dev/null
 bin="$PWD/.build/release/sandboxed-run"
 root="$(mktemp -d)"
 trap 'rm -rf "$root"' EXIT

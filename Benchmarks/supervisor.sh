@@ -16,7 +16,7 @@ calls="${1:-20000}"
 files="${2:-10000}"
 runs="${3:-10}"
 [ -n "${SKIP_BUILD:-}" ] || scripts/install-deps
-[ -n "${SKIP_BUILD:-}" ] || swift build -c release --static-swift-stdlib --product sandboxed-run >&2
+[ -n "${SKIP_BUILD:-}" ] || scripts/build-release >/dev/null
 bin="$PWD/.build/release/sandboxed-run"
 export XDG_DATA_HOME
 XDG_DATA_HOME="$(mktemp -d)"

@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 megabytes="${1:-100}"
 trips="${2:-200}"
 scripts/install-deps
-swift build -c release --static-swift-stdlib --product sandboxed-run >&2
+scripts/build-release >/dev/null
 bin="$PWD/.build/release/sandboxed-run"
 export XDG_DATA_HOME
 XDG_DATA_HOME="$(mktemp -d)"

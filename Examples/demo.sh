@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps
-swift build -c release --static-swift-stdlib --product sandboxed-run >&2
+scripts/build-release >/dev/null
 bin=".build/release/sandboxed-run"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT

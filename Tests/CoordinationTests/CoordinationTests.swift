@@ -16,6 +16,8 @@ final class Scratch {
 /// Programs run as their own processes: the other parties of the protocol.
 enum Party {
     static let binary: String = {
+        // SANDBOXED_RUN_UNDER_TEST: another build, e.g. scripts/build-release's static one.
+        if let other = ProcessInfo.processInfo.environment["SANDBOXED_RUN_UNDER_TEST"] { return other }
         let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? ""
         return URL(fileURLWithPath: exe).deletingLastPathComponent().appendingPathComponent("sandboxed-run").path
     }()

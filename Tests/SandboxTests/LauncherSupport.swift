@@ -8,6 +8,8 @@ import Testing
 enum Launcher {
     /// Built next to the test bundle by `swift build --build-tests` / `swift test`.
     static let binary: String = {
+        // SANDBOXED_RUN_UNDER_TEST: another build, e.g. scripts/build-release's static one.
+        if let other = ProcessInfo.processInfo.environment["SANDBOXED_RUN_UNDER_TEST"] { return other }
         let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? ""
         return URL(fileURLWithPath: exe).deletingLastPathComponent().appendingPathComponent("sandboxed-run").path
     }()

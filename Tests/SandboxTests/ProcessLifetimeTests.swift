@@ -36,6 +36,8 @@ enum Processes {
 
     /// The `sandboxed-run` binary, built next to the test bundle.
     static let cli: String = {
+        // SANDBOXED_RUN_UNDER_TEST: another build, e.g. scripts/build-release's static one.
+        if let other = ProcessInfo.processInfo.environment["SANDBOXED_RUN_UNDER_TEST"] { return other }
         let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? ""
         return URL(fileURLWithPath: exe).deletingLastPathComponent().appendingPathComponent("sandboxed-run").path
     }()
