@@ -11,16 +11,17 @@ import CSandbox
 
     @Test func labelsBecomeForwardOffsetsAndNilFallsThrough() throws {
         var program = ClassicBPF()
+        let (set, alias, alias2, seven) = (program.newLabel(), program.newLabel(), program.newLabel(), program.newLabel())
         program.load(0)
-        program.jump(if: .equal, 7, then: "seven")  // else: next instruction
-        program.jump(if: .anyBitSet, 0x40, then: "set", else: "seven")
+        program.jump(if: .equal, 7, then: seven)  // else: next instruction
+        program.jump(if: .anyBitSet, 0x40, then: set, else: seven)
         program.ret(1)
-        program.label("set")
-        program.label("alias")  // two labels on one instruction
-        program.jump(if: .greaterOrEqual, 100, then: "alias2", else: nil)
-        program.label("alias2")
+        program.place(set)
+        program.place(alias)  // two labels on one instruction
+        program.jump(if: .greaterOrEqual, 100, then: alias2, else: nil)
+        program.place(alias2)
         program.ret(2)
-        program.label("seven")
+        program.place(seven)
         program.ret(3)
         #expect(try program.instructions() == [
             Instruction(code: 0x20, jt: 0, jf: 0, k: 0),
@@ -35,45 +36,56 @@ import CSandbox
         let bytes = try program.assemble()
         #expect(bytes.count == 7 * 8)
         #expect(Array(bytes[8..<16]) == [0x15, 0x00, 4, 0, 7, 0, 0, 0])
+        #expect(Array(bytes[16..<24]) == [0x45, 0x00, 1, 3, 0x40, 0, 0, 0])
     }
 
     @Test func mistakesAreRefusedWhenBuilt() throws {
         var undefined = ClassicBPF()
-        undefined.jump(if: .equal, 1, then: "nowhere")
+        undefined.jump(if: .equal, 1, then: undefined.newLabel("nowhere"))
         undefined.ret(0)
         #expect(throws: ClassicBPF.AssemblyError.undefinedLabel("nowhere")) { try undefined.assemble() }
 
         var duplicate = ClassicBPF()
-        duplicate.label("a")
+        let a = duplicate.newLabel("a")
+        duplicate.place(a)
         duplicate.ret(0)
-        duplicate.label("a")
+        duplicate.place(a)
         duplicate.ret(1)
         #expect(throws: ClassicBPF.AssemblyError.duplicateLabel("a")) { try duplicate.assemble() }
 
         var backward = ClassicBPF()
-        backward.label("top")
+        let top = backward.newLabel("top")
+        backward.place(top)
         backward.load(0)
-        backward.jump(if: .equal, 1, then: "top")
+        backward.jump(if: .equal, 1, then: top)
         backward.ret(0)
         #expect(throws: ClassicBPF.AssemblyError.backwardJump("top")) { try backward.assemble() }
+
+        var unnamed = ClassicBPF()
+        _ = unnamed.newLabel()
+        unnamed.jump(to: unnamed.newLabel())
+        unnamed.ret(0)
+        #expect(throws: ClassicBPF.AssemblyError.undefinedLabel("#1")) { try unnamed.assemble() }
 
         var open = ClassicBPF()
         open.load(0)
         #expect(throws: ClassicBPF.AssemblyError.fallsOffTheEnd) { try open.assemble() }
 
         var pastTheEnd = ClassicBPF()
-        pastTheEnd.jump(if: .equal, 1, then: "end")
+        let end = pastTheEnd.newLabel("end")
+        pastTheEnd.jump(if: .equal, 1, then: end)
         pastTheEnd.ret(0)
-        pastTheEnd.label("end")
+        pastTheEnd.place(end)
         #expect(throws: ClassicBPF.AssemblyError.fallsOffTheEnd) { try pastTheEnd.assemble() }
     }
 
     @Test func aJumpOver255InstructionsIsRefusedAnd255IsNot() throws {
         func program(skipping count: Int) -> ClassicBPF {
             var program = ClassicBPF()
-            program.jump(if: .equal, 1, then: "far")
+            let far = program.newLabel("far")
+            program.jump(if: .equal, 1, then: far)
             for _ in 0..<count { program.ret(0) }
-            program.label("far")
+            program.place(far)
             program.ret(1)
             return program
         }

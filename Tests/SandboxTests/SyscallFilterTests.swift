@@ -16,8 +16,9 @@ extension SyscallFilter {
         defer { seccomp_release(context) }
         try check(seccomp_attr_set(context, SCMP_FLTATR_ACT_BADARCH, Self.errnoAction(ENOSYS)), "seccomp_attr_set(badarch)")
         try check(seccomp_attr_set(context, SCMP_FLTATR_CTL_NNP, 0), "seccomp_attr_set(nnp)")
-        for (number, cases) in rules() {
-            for ruleCase in cases {
+        for rule in rules() {
+            let number = rule.number
+            for ruleCase in rule.cases {
                 // MASKED_EQ with a 32-bit mask compares the low 32 bits only, as ours does.
                 var conditions = ruleCase.tests.map { test in
                     test.equal

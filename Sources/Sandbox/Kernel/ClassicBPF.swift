@@ -35,34 +35,51 @@ struct ClassicBPF {
         }
     }
 
+    /// A jump target: made by `newLabel`, placed once by `place`. A number,
+    /// not a string: the syscall filter makes about 500 of them at every
+    /// launch, and string labels with their dictionary were most of its cost.
+    struct Label: Equatable {
+        fileprivate let id: Int
+    }
+
+    /// Instructions as emitted, with jumps still naming labels; `fallThrough`
+    /// is the next instruction.
     private enum Item {
-        case label(String)
+        case place(Int)
         case load(offset: UInt32)
-        /// `then`/`otherwise` nil: the next instruction.
-        case jump(Condition, UInt32, then: String?, otherwise: String?)
+        case jump(Condition, UInt32, then: Int, otherwise: Int)
         /// `BPF_JMP | BPF_JA`: always, as far as needed.
-        case always(String)
+        case always(Int)
         /// `BPF_ALU | BPF_AND | BPF_K`.
         case and(UInt32)
         case ret(UInt32)
     }
+    private static let fallThrough = -1
 
     private var items: [Item] = []
+    /// A name per label, for errors only ("" for the filter's numbered ones).
+    private var names: [String] = []
 
-    /// Marks the position of the next instruction.
-    mutating func label(_ name: String) { items.append(.label(name)) }
+    /// A new label, not yet placed; `name` appears in assembly errors.
+    mutating func newLabel(_ name: String = "") -> Label {
+        names.append(name)
+        return Label(id: names.count - 1)
+    }
+
+    /// Marks the position of the next instruction as `label`.
+    mutating func place(_ label: Label) { items.append(.place(label.id)) }
 
     /// `BPF_LD | BPF_W | BPF_ABS`: loads 32 bits of `struct seccomp_data` at `offset`.
     mutating func load(_ offset: UInt32) { items.append(.load(offset: offset)) }
 
     /// Jumps to `then` when the condition holds, else to `otherwise`; nil
     /// continues with the next instruction.
-    mutating func jump(if condition: Condition, _ value: UInt32, then: String? = nil, else otherwise: String? = nil) {
-        items.append(.jump(condition, value, then: then, otherwise: otherwise))
+    mutating func jump(if condition: Condition, _ value: UInt32, then: Label? = nil, else otherwise: Label? = nil) {
+        items.append(.jump(condition, value, then: then?.id ?? Self.fallThrough, otherwise: otherwise?.id ?? Self.fallThrough))
     }
 
     /// `BPF_JMP | BPF_JA`: jumps to `label`, however far ahead.
-    mutating func jump(to label: String) { items.append(.always(label)) }
+    mutating func jump(to label: Label) { items.append(.always(label.id)) }
 
     /// `BPF_ALU | BPF_AND | BPF_K`: keeps the bits of the accumulator that `mask` has.
     mutating func and(_ mask: UInt32) { items.append(.and(mask)) }
@@ -78,36 +95,41 @@ struct ClassicBPF {
         let k: UInt32
     }
 
+    private func name(_ label: Int) -> String { names[label].isEmpty ? "#\(label)" : names[label] }
+
     func instructions() throws(AssemblyError) -> [Instruction] {
-        var positions: [String: Int] = [:]
+        let unplaced = -1
+        var positions = [Int](repeating: unplaced, count: names.count)
         var count = 0
         for item in items {
-            if case .label(let name) = item {
-                guard positions[name] == nil else { throw .duplicateLabel(name) }
-                positions[name] = count
+            if case .place(let label) = item {
+                guard positions[label] == unplaced else { throw .duplicateLabel(name(label)) }
+                positions[label] = count
             } else {
                 count += 1
             }
         }
         guard count <= 4096 else { throw .tooLong(count) }
         var program: [Instruction] = []
+        program.reserveCapacity(count)
         for item in items {
             let here = program.count
-            func distance(_ label: String) throws(AssemblyError) -> Int {
-                guard let target = positions[label] else { throw .undefinedLabel(label) }
+            func distance(_ label: Int) throws(AssemblyError) -> Int {
+                let target = positions[label]
+                guard target != unplaced else { throw .undefinedLabel(name(label)) }
                 guard target < count else { throw .fallsOffTheEnd }  // a label after the last instruction
                 let distance = target - here - 1
-                guard distance >= 0 else { throw .backwardJump(label) }
+                guard distance >= 0 else { throw .backwardJump(name(label)) }
                 return distance
             }
-            func offset(_ label: String?) throws(AssemblyError) -> UInt8 {
-                guard let label else { return 0 }
+            func offset(_ label: Int) throws(AssemblyError) -> UInt8 {
+                guard label != Self.fallThrough else { return 0 }
                 let distance = try distance(label)
-                guard distance <= 255 else { throw .jumpTooFar(label: label, distance: distance) }
+                guard distance <= 255 else { throw .jumpTooFar(label: name(label), distance: distance) }
                 return UInt8(distance)
             }
             switch item {
-            case .label:
+            case .place:
                 continue
             case .load(let offset):
                 program.append(Instruction(code: 0x20, jt: 0, jf: 0, k: offset))
@@ -132,12 +154,16 @@ struct ClassicBPF {
 
     /// The program as the bytes of a `struct sock_filter[]`, in host byte order.
     func assemble() throws(AssemblyError) -> [UInt8] {
-        var bytes: [UInt8] = []
-        for instruction in try instructions() {
-            withUnsafeBytes(of: instruction.code) { bytes += $0 }
-            bytes += [instruction.jt, instruction.jf]
-            withUnsafeBytes(of: instruction.k) { bytes += $0 }
+        let instructions = try instructions()
+        return [UInt8](unsafeUninitializedCapacity: instructions.count * 8) { bytes, initialized in
+            let raw = UnsafeMutableRawBufferPointer(bytes)
+            for (index, instruction) in instructions.enumerated() {
+                raw.storeBytes(of: instruction.code, toByteOffset: index * 8, as: UInt16.self)
+                raw.storeBytes(of: instruction.jt, toByteOffset: index * 8 + 2, as: UInt8.self)
+                raw.storeBytes(of: instruction.jf, toByteOffset: index * 8 + 3, as: UInt8.self)
+                raw.storeBytes(of: instruction.k, toByteOffset: index * 8 + 4, as: UInt32.self)
+            }
+            initialized = instructions.count * 8
         }
-        return bytes
     }
 }

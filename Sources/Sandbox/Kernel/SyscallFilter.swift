@@ -5,9 +5,9 @@ import SystemPackage
 
 /// The seccomp-bpf filter: default deny, an allow-list of what real writers
 /// need, explicit refusals for what breaks confinement, and the metadata
-/// changes Landlock cannot see sent to the supervisor. Built with libseccomp
-/// in the parent and exported as raw BPF, which the child loads with one
-/// `seccomp(2)` call (libseccomp allocates, so it must not run after fork).
+/// changes Landlock cannot see sent to the supervisor. Assembled in the
+/// parent as raw BPF (libseccomp only names the syscalls), which the child
+/// loads with one `seccomp(2)` call: nothing that allocates runs after fork.
 struct SyscallFilter {
     /// Everything not listed fails with ENOSYS, so programs fall back as they
     /// do on older kernels (glibc retries clone3 as clone, libuv drops io_uring).
@@ -165,29 +165,35 @@ struct SyscallFilter {
         let action: UInt32
     }
 
-    /// The whole filter as data, by syscall number: the single source both
-    /// `compile()` and the libseccomp oracle in the tests are built from.
-    func rules() -> [Int32: [Case]] {
-        var rules: [Int32: [Case]] = [:]
+    /// One syscall's cases, in the order they are tried.
+    struct Rule: Equatable {
+        let number: Int32
+        var cases: [Case]
+    }
+
+    /// The whole filter as data, sorted by syscall number: the single source
+    /// both `compile()` and the libseccomp oracle in the tests are built from.
+    /// A sorted array, not a dictionary: this runs at every launch.
+    func rules() -> [Rule] {
+        var added: [(number: Int32, case: Case)] = []
+        added.reserveCapacity(400)
         func add(_ name: String, _ action: UInt32, _ tests: [ArgumentTest] = []) {
             guard let number = Self.number(name) else { return }  // unknown here: stays denied
             guard action != Self.errnoAction(Self.defaultErrno) else { return }  // the default does it
-            // An unconditional case makes any later one unreachable (libseccomp drops them too).
-            guard rules[number]?.last?.tests.isEmpty != true else { return }
-            rules[number, default: []].append(Case(tests: tests, action: action))
+            added.append((number, Case(tests: tests, action: action)))
         }
-
+        let supervised = Self.supervised
         let observedPaths = options.observeDenials ? Set(DenialObserver.pathCalls.keys) : []
         let observedRefusals = options.observeDenials ? Set(DenialObserver.refusedSyscalls) : []
         for name in Self.allowed + options.extraSyscalls {
             add(name, observedPaths.contains(name) ? Self.notifyAction : Self.allowAction)
         }
-        for (name, _) in Self.neverAllowed where !Self.supervised.contains(name) {
+        for (name, _) in Self.neverAllowed where !supervised.contains(name) {
             // Observed refusals get the same errno from the observer.
             add(name, observedRefusals.contains(name) ? Self.notifyAction
                 : Self.errnoAction(Self.answeredWithENOSYS.contains(name) ? ENOSYS : EPERM))
         }
-        for name in Self.supervised {
+        for name in supervised {
             // Without a supervisor: changes and watches EPERM; attribute reads
             // "not supported", which ls and cp take as a file system without them.
             let unsupervised = Self.attributeReads.contains(name) ? EOPNOTSUPP : EPERM
@@ -240,6 +246,19 @@ struct SyscallFilter {
         for persona: UInt32 in [0, 0xFFFF_FFFF] {
             add("personality", Self.allowAction, [ArgumentTest(argument: 0, value: persona)])
         }
+
+        // By number, each syscall's cases in the order they were added.
+        let order = added.indices.sorted { (added[$0].number, $0) < (added[$1].number, $1) }
+        var rules: [Rule] = []
+        for index in order {
+            let (number, ruleCase) = added[index]
+            if rules.last?.number != number {
+                rules.append(Rule(number: number, cases: [ruleCase]))
+            } else if rules[rules.count - 1].cases.last?.tests.isEmpty == false {
+                // An unconditional case makes any later one unreachable (libseccomp drops them too).
+                rules[rules.count - 1].cases.append(ruleCase)
+            }
+        }
         return rules
     }
 
@@ -253,54 +272,55 @@ struct SyscallFilter {
     func compile() throws(SandboxError) -> [UInt8] {
         let rules = rules()
         var program = ClassicBPF()
+        let badArchitecture = program.newLabel("bad-architecture"), syscalls = program.newLabel("syscalls")
         program.load(Field.arch)
-        program.jump(if: .equal, seccomp_arch_native(), else: "bad-architecture")
+        program.jump(if: .equal, seccomp_arch_native(), else: badArchitecture)
         program.load(Field.nr)
         if seccomp_arch_native() == Self.x86_64 {
-            program.jump(if: .greaterOrEqual, 0x4000_0000, then: "bad-architecture")  // the x32 numbers
+            program.jump(if: .greaterOrEqual, 0x4000_0000, then: badArchitecture)  // the x32 numbers
         }
-        program.jump(to: "syscalls")
-        program.label("bad-architecture")  // within reach of the conditional jumps above
+        program.jump(to: syscalls)
+        program.place(badArchitecture)  // within reach of the conditional jumps above
         program.ret(Self.errnoAction(ENOSYS))
-        program.label("syscalls")
-        var labels = 0
-        func fresh() -> String { labels += 1; return "l\(labels)" }
+        program.place(syscalls)
         let defaultAction = Self.errnoAction(Self.defaultErrno)
 
-        func tree(_ numbers: ArraySlice<Int32>) {
-            guard numbers.count > 8 else { return leaf(numbers) }
-            let middle = numbers.startIndex + numbers.count / 2
-            let (lower, upper) = (fresh(), fresh())
-            program.jump(if: .greaterOrEqual, UInt32(bitPattern: numbers[middle]), else: lower)
+        func tree(_ range: Range<Int>) {
+            guard range.count > 8 else { return leaf(range) }
+            let middle = range.lowerBound + range.count / 2
+            let (lower, upper) = (program.newLabel(), program.newLabel())
+            program.jump(if: .greaterOrEqual, UInt32(bitPattern: rules[middle].number), else: lower)
             program.jump(to: upper)
-            program.label(lower)
-            tree(numbers[..<middle])
-            program.label(upper)
-            tree(numbers[middle...])
+            program.place(lower)
+            tree(range.lowerBound..<middle)
+            program.place(upper)
+            tree(middle..<range.upperBound)
         }
-        func leaf(_ numbers: ArraySlice<Int32>) {
-            let targets = numbers.map { _ in fresh() }
-            for (number, target) in zip(numbers, targets) {
-                program.jump(if: .equal, UInt32(bitPattern: number), then: target)
+        func leaf(_ range: Range<Int>) {
+            var targets: [ClassicBPF.Label] = []
+            for index in range {
+                targets.append(program.newLabel())
+                program.jump(if: .equal, UInt32(bitPattern: rules[index].number), then: targets[index - range.lowerBound])
             }
             program.ret(defaultAction)
-            for (number, target) in zip(numbers, targets) {
-                program.label(target)
-                for ruleCase in rules[number] ?? [] {
+            for index in range {
+                program.place(targets[index - range.lowerBound])
+                let cases = rules[index].cases
+                for ruleCase in cases {
                     guard !ruleCase.tests.isEmpty else { program.ret(ruleCase.action); break }
-                    let next = fresh()
+                    let next = program.newLabel()
                     for test in ruleCase.tests {
                         program.load(Field.low(test.argument))
                         if test.mask != 0xFFFF_FFFF { program.and(test.mask) }
                         program.jump(if: .equal, test.value, then: test.equal ? nil : next, else: test.equal ? next : nil)
                     }
                     program.ret(ruleCase.action)
-                    program.label(next)
+                    program.place(next)
                 }
-                if rules[number]?.last?.tests.isEmpty != true { program.ret(defaultAction) }
+                if cases.last?.tests.isEmpty != true { program.ret(defaultAction) }
             }
         }
-        tree(rules.keys.sorted()[...])
+        tree(0..<rules.count)
         do {
             return try program.assemble()
         } catch {
@@ -406,17 +426,23 @@ extension SyscallFilter {
 
     func argumentGuardProgram() -> ClassicBPF {
         var program = ClassicBPF()
-        program.load(Field.arch)
-        program.jump(if: .equal, seccomp_arch_native(), else: "enosys")
-        program.load(Field.nr)
-        program.jump(if: .greaterOrEqual, 0x4000_0000, then: "enosys")  // x32's numbers, on x86-64
+        let ioctl = program.newLabel("ioctl"), openat = program.newLabel("openat"), open = program.newLabel("open")
+        let modeIn = [1, 2, 3].map { program.newLabel("mode-in-\($0)") }
+        let fcntl = program.newLabel("fcntl"), setpriority = program.newLabel("setpriority")
+        let pidIn = [0, 1].map { program.newLabel("pid-in-\($0)") }
+        let allow = program.newLabel("allow"), eperm = program.newLabel("eperm"), enosys = program.newLabel("enosys")
 
-        let dispatch: [(String, String)] = [
-            ("ioctl", "ioctl"),
-            ("openat", "openat"), ("open", "open"), ("creat", "mode-in-1"),
-            ("mknodat", "mode-in-2"), ("mknod", "mode-in-1"), ("openat2", "enosys"),
-            ("setpriority", "setpriority"), ("sched_setaffinity", "pid-in-0"), ("sched_setscheduler", "pid-in-0"),
-            ("sched_setparam", "pid-in-0"), ("sched_setattr", "pid-in-0"), ("fcntl", "fcntl"),
+        program.load(Field.arch)
+        program.jump(if: .equal, seccomp_arch_native(), else: enosys)
+        program.load(Field.nr)
+        program.jump(if: .greaterOrEqual, 0x4000_0000, then: enosys)  // x32's numbers, on x86-64
+
+        let dispatch: [(String, ClassicBPF.Label)] = [
+            ("ioctl", ioctl),
+            ("openat", openat), ("open", open), ("creat", modeIn[0]),
+            ("mknodat", modeIn[1]), ("mknod", modeIn[0]), ("openat2", enosys),
+            ("setpriority", setpriority), ("sched_setaffinity", pidIn[0]), ("sched_setscheduler", pidIn[0]),
+            ("sched_setparam", pidIn[0]), ("sched_setattr", pidIn[0]), ("fcntl", fcntl),
         ]
         for (name, label) in dispatch {
             // arm64 has no open, creat or mknod: nothing to guard there.
@@ -425,51 +451,51 @@ extension SyscallFilter {
         }
         program.ret(Self.allowAction)
 
-        program.label("ioctl")
+        program.place(ioctl)
         program.load(Field.low(1))
         for request in IoctlRequest.terminalTakeover + IoctlRequest.attributeChange {
-            program.jump(if: .equal, request, then: "eperm")
+            program.jump(if: .equal, request, then: eperm)
         }
         var allowed = IoctlRequest.terminal + IoctlRequest.descriptor + IoctlRequest.file
         if options.networkClient || options.networkServer { allowed += IoctlRequest.networkQuery }
         for request in allowed {
-            program.jump(if: .equal, request, then: "allow")
+            program.jump(if: .equal, request, then: allow)
         }
         program.ret(Self.errnoAction(ENOTTY))
 
-        program.label("openat")
+        program.place(openat)
         program.load(Field.low(2))
-        program.jump(if: .anyBitSet, Self.creatingOpenFlags, then: "mode-in-3", else: "allow")
-        program.label("open")
+        program.jump(if: .anyBitSet, Self.creatingOpenFlags, then: modeIn[2], else: allow)
+        program.place(open)
         program.load(Field.low(1))
-        program.jump(if: .anyBitSet, Self.creatingOpenFlags, then: "mode-in-2", else: "allow")
-        for argument: UInt32 in [1, 2, 3] {
-            program.label("mode-in-\(argument)")
+        program.jump(if: .anyBitSet, Self.creatingOpenFlags, then: modeIn[1], else: allow)
+        for (argument, label) in zip([UInt32(1), 2, 3], modeIn) {
+            program.place(label)
             program.load(Field.low(argument))
-            program.jump(if: .anyBitSet, Self.setIDBits, then: "eperm", else: "allow")
+            program.jump(if: .anyBitSet, Self.setIDBits, then: eperm, else: allow)
         }
 
         // A lease on a file the command may only read (root's files under the
         // system paths, when root launches; a read-only grant) would make every
         // host process that opens it for writing wait, up to lease-break-time.
-        program.label("fcntl")
+        program.place(fcntl)
         program.load(Field.low(1))
-        program.jump(if: .equal, 1024, then: "eperm", else: "allow")  // F_SETLEASE
+        program.jump(if: .equal, 1024, then: eperm, else: allow)  // F_SETLEASE
 
-        program.label("setpriority")
+        program.place(setpriority)
         program.load(Field.low(0))
-        program.jump(if: .equal, 0, then: "pid-in-1", else: "eperm")  // PRIO_PROCESS; PRIO_USER 0 is every process of the uid
-        for argument: UInt32 in [0, 1] {
-            program.label("pid-in-\(argument)")
+        program.jump(if: .equal, 0, then: pidIn[1], else: eperm)  // PRIO_PROCESS; PRIO_USER 0 is every process of the uid
+        for (argument, label) in zip([UInt32(0), 1], pidIn) {
+            program.place(label)
             program.load(Field.low(argument))
-            program.jump(if: .equal, 0, then: "allow", else: "eperm")
+            program.jump(if: .equal, 0, then: allow, else: eperm)
         }
 
-        program.label("allow")
+        program.place(allow)
         program.ret(Self.allowAction)
-        program.label("eperm")
+        program.place(eperm)
         program.ret(Self.errnoAction(EPERM))
-        program.label("enosys")
+        program.place(enosys)
         program.ret(Self.errnoAction(ENOSYS))
         return program
     }
