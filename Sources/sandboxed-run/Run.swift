@@ -86,6 +86,9 @@ struct RunOptions {
     var denialsFile: String?
     var command: [String] = []
 
+    /// Options that may be given once.
+    static let single = ["--app", "--policy", "--on-stale", "--on-missing", "--chdir", "--best-effort", "--report", "--explain", "--denials"]
+
     /// The fast path: `options` are `run`'s arguments before `--`, `command`
     /// what follows it. nil for anything it does not take exactly as
     /// ArgumentParser would (help, an unknown or repeated option, a bad
@@ -95,7 +98,7 @@ struct RunOptions {
         guard !command.isEmpty else { return nil }
         var app: String?
         var parsed = RunOptions(app: "", command: command)
-        var seen: Set<String> = []
+        var seen: [String] = []  // an array: a Set's first use costs more than this whole parse
         var index = options.startIndex
         func value() -> String? {
             index += 1
@@ -112,9 +115,9 @@ struct RunOptions {
                 inline = String(word[word.index(after: equals)...])
             }
             func take() -> String? { inline ?? value() }
-            let single = ["--app", "--policy", "--on-stale", "--on-missing", "--chdir", "--best-effort", "--report", "--explain", "--denials"]
-            if single.contains(name) {
-                guard seen.insert(name).inserted else { return nil }  // ArgumentParser keeps the last; say it its way
+            if Self.single.contains(name) {
+                guard !seen.contains(name) else { return nil }  // ArgumentParser keeps the last; say it its way
+                seen.append(name)
             }
             switch name {
             case "--app": guard let v = take() else { return nil }; app = v
@@ -140,7 +143,9 @@ struct RunOptions {
     }
 
     func execute() throws {
+        LaunchPhases.mark("arguments")
         let policy = try PolicyChoice.load(self.policy, app: try AppID(app))
+        LaunchPhases.mark("policy")
         var request = LaunchRequest(
             app: try AppID(app), policy: policy, command: command,
             containerBase: try AppOptions.containerBase(), hostEnvironment: Environment.current)
@@ -171,6 +176,7 @@ struct RunOptions {
             request.environment[String(assignment[..<equals])] = String(assignment[assignment.index(after: equals)...])
         }
 
+        LaunchPhases.mark("request")
         let plan = try ConfinementPlan(request)
         if report || !plan.report.missing.isEmpty {
             Console.lines(plan.report.text.split(separator: "\n").map(String.init))
@@ -180,6 +186,8 @@ struct RunOptions {
         let process = try plan.launch()
         process.forwardSignals()
         let termination = try process.wait()
+        LaunchPhases.mark("command ran")
+        LaunchPhases.report()
         if let line = process.denials?.finish(termination) { Console.error(line) }
         Glibc.exit(termination.exitCode)
     }

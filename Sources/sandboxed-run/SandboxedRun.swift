@@ -22,6 +22,7 @@ struct SandboxedRun: ParsableCommand {
 
     /// Runs a command and turns every failure into one line on stderr and a documented exit code.
     static func main() {
+        LaunchPhases.start()
         // `run ... -- COMMAND ARGS`: the command is taken verbatim, not parsed,
         // so its length costs nothing (the parser is quadratic in passthrough
         // arguments: 100,000 of them took over two minutes).

@@ -76,6 +76,26 @@ enum CLI {
         #expect(result.stderr == "err\n")
     }
 
+    /// SANDBOXED_RUN_PHASES=1: each launch phase's microseconds on stderr, after the command.
+    @Test func launchPhasesArePrintedOnlyWhenAsked() throws {
+        let home = CLI.Home()
+        let arguments = ["run", "--app", "com.example.cli", "--", "/bin/sh", "-c", "echo out; echo err >&2"]
+        let quiet = try CLI.run(arguments, home: home)
+        #expect(quiet.stderr == "err\n")
+        var environment = home.environment
+        environment["SANDBOXED_RUN_PHASES"] = "1"
+        let timed = try CLI.program(CLI.binary, arguments, environment: environment)
+        #expect(timed.status == 0 && timed.stdout == "out\n")
+        let lines = timed.stderr.split(separator: "\n").map(String.init)
+        #expect(lines.first == "err")
+        let phases = lines.dropFirst().map { $0.split(separator: " ") }
+        #expect(phases.allSatisfy { $0.first == "phase" && Int($0.last ?? "") != nil })
+        let names = phases.map { $0.dropFirst().dropLast().joined(separator: " ") }
+        for name in ["policy", "seccomp filters", "keeper forked", "child confined", "command started", "command ran"] {
+            #expect(names.contains(name), "\(name)")
+        }
+    }
+
     @Test func deathBySignalIs128PlusN() throws {
         #expect(try CLI.run(["run", "--app", "com.example.cli", "--", "/bin/sh", "-c", "kill -KILL $$"]).status == 137)
     }

@@ -66,6 +66,7 @@ extension ConfinementPlan {
                 }
             }
         }
+        LaunchPhases.mark("keeper forked")
         guard spawned == 0 else { throw .setup(step: "fork", errno: Errno(rawValue: errno)) }
         let keeper = Keeper(
             pid: keeperPID, pidfd: OwnedDescriptor(taking: pidfd), report: OwnedDescriptor(taking: reportFD),
@@ -94,15 +95,18 @@ extension ConfinementPlan {
             }
             switch message {
             case .running(let pid):
+                LaunchPhases.mark("command started")
                 return ConfinedProcess(
                     pid: pid, keeper: keeper, listener: listener, relay: relay, namespaces: namespaces, supervisor: supervisor)
             case .listener(let fd):
+                LaunchPhases.mark("child confined")
                 listener = fd
             case .namespaces(let bits):
                 namespaces = ConfinedProcess.Namespaces(rawValue: bits)
                 let privateMounts = (namespaces.contains(.proc) ? ["/proc"] : []) + (namespaces.contains(.sharedMemory) ? ["/dev/shm"] : [])
                 if namespaces.contains(.pidAndMount) { supervisor.resolveInNamespace(of: keeper.pid, privateMounts: privateMounts) }
                 observer?.privateMounts = privateMounts.map { Array($0.utf8) }
+                LaunchPhases.mark("namespaces ready")
             case .failed(let stage, let error):
                 keeper.abandon()
                 throw Self.failure(stage: stage, errno: error, command: arguments[0])

@@ -56,6 +56,7 @@ public final class ConfinementPlan: @unchecked Sendable {
         }
 
         container = try AppContainer.current(for: request.app, base: request.containerBase)
+        LaunchPhases.mark("container")
         arguments = request.command
         let launcher = request.exposeLauncher ? LauncherFiles.current : nil
         environment = try Self.environment(for: request, container: container, launcher: launcher?.executable)
@@ -65,8 +66,11 @@ public final class ConfinementPlan: @unchecked Sendable {
         let folders = [containerFolder] + request.folders
         writableRoots = folders.filter { $0.access == .readWrite }.map(\.descriptor)
 
+        LaunchPhases.mark("environment")
         let systemPaths = Self.openSystemPaths(policy) + (launcher?.rules ?? [])
+        LaunchPhases.mark("system paths opened")
         try Self.checkNothingProtected(systemPaths: systemPaths, grants: request.folders, policy: policy, protected: request.protectedFolders)
+        LaunchPhases.mark("protected folders checked")
         readableRoots = systemPaths.map(\.descriptor) + folders.map(\.descriptor)
 
         // The working directory is opened and checked once, and the child
@@ -96,6 +100,7 @@ public final class ConfinementPlan: @unchecked Sendable {
             ruleset = nil
             restrictFlags = 0
         }
+        LaunchPhases.mark("Landlock ruleset")
         keeperScopesSignals = abi >= 6
         // The keeper's kill(-1) is denied for every host process: not worth an audit record each.
         keeperRestrictFlags = abi >= 7 ? CSB_LANDLOCK_RESTRICT_SELF_LOG_SAME_EXEC_OFF : 0
@@ -117,6 +122,7 @@ public final class ConfinementPlan: @unchecked Sendable {
             options.observeDenials = observer != nil
             filter = try SyscallFilter(options: options).compile()
             terminalGuard = try SyscallFilter(options: options).argumentGuard()
+            LaunchPhases.mark("seccomp filters")
         } else {
             filter = nil
             terminalGuard = nil

@@ -91,15 +91,21 @@ public enum Ancestry {
         }
     }
 
+    /// The folder the kernel names for `file`, opened, once it is proven to
+    /// hold this very inode under the last name. On bytes, not `FilePath`:
+    /// this runs at every launch.
     fileprivate static func folder(holding file: OwnedDescriptor, identity: InodeIdentity) throws(Errno) -> OwnedDescriptor {
-        guard let path = FilePath.ofDescriptor(file.rawValue), let leaf = path.lastComponent else {
+        guard let path = FilePath.pathBytes(ofDescriptor: file.rawValue),
+              let slash = path.lastIndex(of: UInt8(ascii: "/")), slash + 1 < path.count else {
             throw .noSuchFileOrDirectory  // deleted, or not on a path at all
         }
+        let parent = (slash == 0 ? [UInt8(ascii: "/")] : Array(path[..<slash])) + [0]
+        let leaf = Array(path[(slash + 1)...]) + [0]
         let folder = OwnedDescriptor(taking: try syscallRetrying {
-            path.removingLastComponent().withPlatformString { csb_openat2_path(AT_FDCWD, $0, 0) }
+            parent.withUnsafeBytes { csb_openat2_path(AT_FDCWD, $0.baseAddress!.assumingMemoryBound(to: CChar.self), 0) }
         })
         var entry = stat()
-        let found = FilePath(root: nil, [leaf]).withPlatformString { fstatat(folder.rawValue, $0, &entry, AT_SYMLINK_NOFOLLOW) }
+        let found = leaf.withUnsafeBytes { fstatat(folder.rawValue, $0.baseAddress!.assumingMemoryBound(to: CChar.self), &entry, AT_SYMLINK_NOFOLLOW) }
         guard found == 0, entry.inodeIdentity == identity else { throw .noSuchFileOrDirectory }
         return folder
     }

@@ -26,12 +26,21 @@ extension FilePath {
     /// `readlink(2)` of `/proc/self/fd/N`: the kernel's name for what `fd`
     /// holds, or nil when it has none (deleted, or not on a path).
     public static func ofDescriptor(_ fd: CInt) -> FilePath? {
+        pathBytes(ofDescriptor: fd).map(FilePath.init(bytes:))
+    }
+
+    /// The same as bytes, without building a `FilePath` (the launch path
+    /// calls it, and FilePath's generic parsing is slow at first use).
+    static func pathBytes(ofDescriptor fd: CInt) -> [UInt8]? {
+        let name = Array("/proc/self/fd/".utf8) + Array(String(fd).utf8) + [0]
         var buffer = [UInt8](repeating: 0, count: Int(PATH_MAX) + 1)
-        let length = buffer.withUnsafeMutableBytes { readlink("/proc/self/fd/\(fd)", $0.baseAddress!.assumingMemoryBound(to: CChar.self), Int(PATH_MAX)) }
+        let length = buffer.withUnsafeMutableBytes { target in
+            name.withUnsafeBytes { readlink($0.baseAddress!.assumingMemoryBound(to: CChar.self), target.baseAddress!.assumingMemoryBound(to: CChar.self), Int(PATH_MAX)) }
+        }
         guard length > 0, buffer[0] == UInt8(ascii: "/") else { return nil }
         let path = Array(buffer[0..<length])
-        if path.count > 10, Array(path.suffix(10)) == Array(" (deleted)".utf8) { return nil }
-        return FilePath(bytes: path)
+        if path.count > 10, path.suffix(10).elementsEqual(" (deleted)".utf8) { return nil }
+        return path
     }
 }
 

@@ -247,17 +247,17 @@ struct SyscallFilter {
             add("personality", Self.allowAction, [ArgumentTest(argument: 0, value: persona)])
         }
 
-        // By number, each syscall's cases in the order they were added.
-        let order = added.indices.sorted { (added[$0].number, $0) < (added[$1].number, $1) }
+        // By number (a bucket each: they are small and dense), each
+        // syscall's cases in the order they were added.
+        var buckets = [[Case]](repeating: [], count: Int(added.map(\.number).max() ?? 0) + 1)
+        for (number, ruleCase) in added where number >= 0 {
+            // An unconditional case makes any later one unreachable (libseccomp drops them too).
+            guard buckets[Int(number)].last?.tests.isEmpty != true else { continue }
+            buckets[Int(number)].append(ruleCase)
+        }
         var rules: [Rule] = []
-        for index in order {
-            let (number, ruleCase) = added[index]
-            if rules.last?.number != number {
-                rules.append(Rule(number: number, cases: [ruleCase]))
-            } else if rules[rules.count - 1].cases.last?.tests.isEmpty == false {
-                // An unconditional case makes any later one unreachable (libseccomp drops them too).
-                rules[rules.count - 1].cases.append(ruleCase)
-            }
+        for (number, cases) in buckets.enumerated() where !cases.isEmpty {
+            rules.append(Rule(number: Int32(number), cases: cases))
         }
         return rules
     }
