@@ -263,12 +263,14 @@ struct SyscallFilter {
     }
 
     /// Builds the filter as raw `struct sock_filter` bytes, with our own
-    /// assembler: a binary search on the syscall number (about nine
-    /// comparisons, where libseccomp's list is one per rule), then the
-    /// argument tests. Building it costs microseconds; libseccomp took about
-    /// 1 ms per launch. `SyscallFilterTests` compares it with libseccomp's
-    /// build of the same rules, syscall by syscall and argument by argument.
-    /// libseccomp itself is only asked for syscall numbers by name.
+    /// assembler. The syscall numbers are cut into runs that end the same way
+    /// (runs of allowed calls, gaps that get the default, one run per syscall
+    /// with argument tests), and a binary search on the number finds the run:
+    /// about eight comparisons, where libseccomp's list is one per rule, and a
+    /// program about half as long as one leaf per number, which the kernel
+    /// checks and compiles at every launch. `SyscallFilterTests` compares it
+    /// with libseccomp's build of the same rules, syscall by syscall and
+    /// argument by argument. libseccomp itself only names the syscalls.
     func compile() throws(SandboxError) -> [UInt8] {
         let rules = rules()
         var program = ClassicBPF()
@@ -283,49 +285,97 @@ struct SyscallFilter {
         program.place(badArchitecture)  // within reach of the conditional jumps above
         program.ret(Self.errnoAction(ENOSYS))
         program.place(syscalls)
-        let defaultAction = Self.errnoAction(Self.defaultErrno)
 
-        func tree(_ range: Range<Int>) {
-            guard range.count > 8 else { return leaf(range) }
+        let runs = Self.runs(of: rules, defaultAction: Self.errnoAction(Self.defaultErrno))
+        // Instructions each subtree takes, so that a jump over one is short when it can be.
+        func size(_ range: Range<Int>) -> Int {
+            guard range.count > 1 else { return runs[range.lowerBound].size }
             let middle = range.lowerBound + range.count / 2
-            let (lower, upper) = (program.newLabel(), program.newLabel())
-            program.jump(if: .greaterOrEqual, UInt32(bitPattern: rules[middle].number), else: lower)
-            program.jump(to: upper)
-            program.place(lower)
+            let lower = size(range.lowerBound..<middle)
+            return (lower <= 255 ? 1 : 2) + lower + size(middle..<range.upperBound)
+        }
+        func tree(_ range: Range<Int>) {
+            guard range.count > 1 else { return runs[range.lowerBound].emit(into: &program) }
+            let middle = range.lowerBound + range.count / 2
+            let upper = program.newLabel()
+            if size(range.lowerBound..<middle) <= 255 {
+                program.jump(if: .greaterOrEqual, runs[middle].first, then: upper)
+            } else {
+                // Too far for a conditional jump's 8 bits: through a BPF_JA.
+                let lower = program.newLabel()
+                program.jump(if: .greaterOrEqual, runs[middle].first, else: lower)
+                program.jump(to: upper)
+                program.place(lower)
+            }
             tree(range.lowerBound..<middle)
             program.place(upper)
             tree(middle..<range.upperBound)
         }
-        func leaf(_ range: Range<Int>) {
-            var targets: [ClassicBPF.Label] = []
-            for index in range {
-                targets.append(program.newLabel())
-                program.jump(if: .equal, UInt32(bitPattern: rules[index].number), then: targets[index - range.lowerBound])
-            }
-            program.ret(defaultAction)
-            for index in range {
-                program.place(targets[index - range.lowerBound])
-                let cases = rules[index].cases
-                for ruleCase in cases {
-                    guard !ruleCase.tests.isEmpty else { program.ret(ruleCase.action); break }
-                    let next = program.newLabel()
-                    for test in ruleCase.tests {
-                        program.load(Field.low(test.argument))
-                        if test.mask != 0xFFFF_FFFF { program.and(test.mask) }
-                        program.jump(if: .equal, test.value, then: test.equal ? nil : next, else: test.equal ? next : nil)
-                    }
-                    program.ret(ruleCase.action)
-                    program.place(next)
-                }
-                if cases.last?.tests.isEmpty != true { program.ret(defaultAction) }
-            }
-        }
-        tree(0..<rules.count)
+        tree(0..<runs.count)
         do {
             return try program.assemble()
         } catch {
             throw .setup(step: "assembling the seccomp filter: \(error)", errno: .invalidArgument)
         }
+    }
+
+    /// Syscall numbers from `first` up to the next run's first that end alike.
+    struct Run {
+        let first: UInt32
+        /// One unconditional action, or one syscall's cases (never merged).
+        let action: UInt32?
+        let cases: [Case]
+        let defaultAction: UInt32
+
+        /// Instructions `emit` produces.
+        var size: Int {
+            guard action == nil else { return 1 }
+            var count = 0
+            for ruleCase in cases {
+                guard !ruleCase.tests.isEmpty else { return count + 1 }
+                count += ruleCase.tests.reduce(0) { $0 + ($1.mask != 0xFFFF_FFFF ? 3 : 2) } + 1
+            }
+            return count + 1  // the default, after the last conditional case
+        }
+
+        func emit(into program: inout ClassicBPF) {
+            if let action { return program.ret(action) }
+            for ruleCase in cases {
+                guard !ruleCase.tests.isEmpty else { return program.ret(ruleCase.action) }
+                let next = program.newLabel()
+                for test in ruleCase.tests {
+                    program.load(Field.low(test.argument))
+                    if test.mask != 0xFFFF_FFFF { program.and(test.mask) }
+                    program.jump(if: .equal, test.value, then: test.equal ? nil : next, else: test.equal ? next : nil)
+                }
+                program.ret(ruleCase.action)
+                program.place(next)
+            }
+            program.ret(defaultAction)
+        }
+    }
+
+    /// The runs covering every number from 0 up, in order: neighbours with
+    /// the same unconditional action (the default included) merge.
+    static func runs(of rules: [Rule], defaultAction: UInt32) -> [Run] {
+        var runs: [Run] = []
+        func append(_ first: UInt32, action: UInt32?, cases: [Case] = []) {
+            if let action, let last = runs.last, last.action == action { return }  // the same ending: one run
+            runs.append(Run(first: first, action: action, cases: cases, defaultAction: defaultAction))
+        }
+        var next: UInt32 = 0
+        for rule in rules {
+            let number = UInt32(bitPattern: rule.number)
+            if number > next { append(next, action: defaultAction) }  // the gap before it
+            if rule.cases.count == 1, rule.cases[0].tests.isEmpty {
+                append(number, action: rule.cases[0].action)
+            } else {
+                append(number, action: nil, cases: rule.cases)
+            }
+            next = number + 1
+        }
+        append(next, action: defaultAction)  // everything above the last rule
+        return runs
     }
 
     static let x86_64: UInt32 = 0xC000_003E  // AUDIT_ARCH_X86_64
