@@ -50,6 +50,30 @@ for name, command in [("true", ["/bin/true"]),
     print(f"  {name:38} {peak_rss(command):8d}")
 PY
 
+# Where the wall-clock time goes, phase by phase (SANDBOXED_RUN_PHASES: the
+# launcher's own clock between marks), medians of 200 launches each.
+for label in run grant; do
+    command="$bin run --app bench -- /bin/true"
+    [ "$label" = grant ] && command="$grant"
+    for i in $(seq 200); do SANDBOXED_RUN_PHASES=1 $command; done 2> "$root/phases-$label.txt"
+done
+python3 - "$root/phases-run.txt" "$root/phases-grant.txt" <<'PY'
+import statistics, sys
+def medians(path):
+    phases = {}
+    for line in open(path):
+        words = line.split()
+        if words and words[0] == "phase":
+            phases.setdefault(" ".join(words[1:-1]), []).append(int(words[-1]))
+    return {name: statistics.median(values) for name, values in phases.items()}
+run, grant = medians(sys.argv[1]), medians(sys.argv[2])
+print("\nwhere a launch's wall-clock time goes after main() (medians, µs; the rest is exec, start-up and exit):")
+print(f"  {'phase':30} {'run':>7} {'--grant':>8}")
+for name in run:
+    print(f"  {name:30} {run[name]:7.0f} {grant.get(name, 0):8.0f}")
+print(f"  {'total':30} {sum(run.values()):7.0f} {sum(grant.values()):8.0f}")
+PY
+
 # Where the time goes: perf's samples of 300 launches, by the phase each
 # function belongs to (children included, so phases nest: the plan holds the checks).
 if perf record -e cpu-clock -F 20000 -g -o "$root/perf.data" -- \
