@@ -19,8 +19,22 @@ final class Keyring {
     let state: StateDirectory
     /// `keys/`, once it exists.
     private(set) var folder: OwnedDescriptor?
-    private var cache: [KeyID: SymmetricKey] = [:]
+    private var cache = Cache()
     private var currentID: KeyID?
+
+    /// Keys read so far, by id. A handful, so a list: a dictionary keyed by
+    /// bytes costs more at its first use, on every launch with a grant,
+    /// than all its lookups.
+    private struct Cache {
+        private var entries: [(id: KeyID, key: SymmetricKey)] = []
+        subscript(id: KeyID) -> SymmetricKey? {
+            get { entries.first { $0.id == id }?.key }
+            set {
+                entries.removeAll { $0.id == id }
+                if let newValue { entries.append((id, newValue)) }
+            }
+        }
+    }
 
     var folderPath: String { state.path + "/" + Self.folderName }
 
@@ -47,7 +61,7 @@ final class Keyring {
         } catch {
             throw .stateDirectory(step: "reading \(folderPath)", errno: error as? Errno ?? .ioError)
         }
-        cache = [:]
+        cache = Cache()
         currentID = nil
         return true
     }

@@ -66,7 +66,8 @@ public struct StateDirectory: Sendable {
                 path: path, problem: "is writable by group or others (mode \(Self.octal(st.st_mode))): they could plant keys or grants",
                 fix: "Run `chmod 700 \(path)` if nobody else could have changed it; otherwise move it aside.")
         }
-        guard let canonical = fd.currentPath?.exactString else {
+        // Bytes, not FilePath: its generic parsing costs ~150 µs at first use, on every launch with a grant.
+        guard let bytes = FilePath.pathBytes(ofDescriptor: fd.rawValue), let canonical = String(validating: bytes, as: UTF8.self) else {
             throw .stateDirectory(step: "finding where \(path) is (is /proc mounted? SQLite needs a UTF-8 path)", errno: .noSuchFileOrDirectory)
         }
         self.path = path

@@ -115,18 +115,20 @@ struct AppOptions: ParsableArguments {
 }
 
 enum Environment {
-    static var current: [String: String] {
+    /// The launcher's environment, read once: a launch asks for it three
+    /// times, and the launcher never changes its own.
+    static let current: [String: String] = {
         var result: [String: String] = [:]
         var entry = environ
         while let pointer = entry.pointee {
             let pair = String(cString: pointer)
-            if let equals = pair.firstIndex(of: "=") {
-                result[String(pair[..<equals])] = String(pair[pair.index(after: equals)...])
+            if let equals = pair.utf8.firstIndex(of: UInt8(ascii: "=")) {
+                result[String(pair[..<equals])] = String(pair[pair.utf8.index(after: equals)...])
             }
             entry += 1
         }
         return result
-    }
+    }()
 }
 
 /// The launcher's arguments as the kernel passed them: bytes. The parser

@@ -31,7 +31,7 @@ extension FilePath {
 
     /// The same as bytes, without building a `FilePath` (the launch path
     /// calls it, and FilePath's generic parsing is slow at first use).
-    static func pathBytes(ofDescriptor fd: CInt) -> [UInt8]? {
+    public static func pathBytes(ofDescriptor fd: CInt) -> [UInt8]? {
         let name = Array("/proc/self/fd/".utf8) + Array(String(fd).utf8) + [0]
         var buffer = [UInt8](repeating: 0, count: Int(PATH_MAX) + 1)
         let length = buffer.withUnsafeMutableBytes { target in
