@@ -64,6 +64,12 @@ import Policies
         (#"{"org.sandboxed-run.syscalls.allow": ["ptrace"]}"#, "org.sandboxed-run.syscalls.allow", "can never be allowed"),
         (#"{"org.sandboxed-run.syscalls.allow": ["chmod"]}"#, "org.sandboxed-run.syscalls.allow", "can never be allowed"),
         (#"{"org.sandboxed-run.syscalls.allow": ["frobnicate"]}"#, "org.sandboxed-run.syscalls.allow", "not a syscall"),
+        (#"{"org.sandboxed-run.syscalls.allow": ["clone"]}"#, "org.sandboxed-run.syscalls.allow", "never be allowed whole"),
+        (#"{"org.sandboxed-run.syscalls.allow": ["socket"]}"#, "org.sandboxed-run.syscalls.allow", "never be allowed whole"),
+        (#"{"org.sandboxed-run.syscalls.allow": ["socketpair"]}"#, "org.sandboxed-run.syscalls.allow", "never be allowed whole"),
+        (#"{"org.sandboxed-run.syscalls.allow": ["memfd_create"]}"#, "org.sandboxed-run.syscalls.allow", "never be allowed whole"),
+        (#"{"org.sandboxed-run.syscalls.allow": ["prlimit64"]}"#, "org.sandboxed-run.syscalls.allow", "never be allowed whole"),
+        (#"{"org.sandboxed-run.syscalls.allow": ["personality"]}"#, "org.sandboxed-run.syscalls.allow", "never be allowed whole"),
         (#"{"org.sandboxed-run.network.tcp-connect-ports": [443]}"#, "org.sandboxed-run.network.tcp-connect-ports", "needs com.apple.security.network.client"),
         (#"{"com.apple.security.network.client": true, "org.sandboxed-run.network.tcp-connect-ports": [0]}"#, "org.sandboxed-run.network.tcp-connect-ports", "port number"),
     ])
@@ -86,6 +92,46 @@ import Policies
             #expect(error.key == nil)
             #expect(error.description.contains("Policies/"))
         }
+    }
+
+    /// A policy that lists a syscall the filter allows only with certain
+    /// arguments got it whole: its unconditional rule came first. Built in
+    /// code (no loader to refuse it), it must change nothing.
+    @Test func extraSyscallsCannotWidenArgumentRules() throws {
+        var policy = Policy.defaultPolicy
+        policy.extraSyscalls = ["socket", "clone", "memfd_create", "prlimit64", "socketpair", "ptrace", "chmod"]
+        let scratch = Scratch()
+        let listening = scratch.path + "/host.sock"
+        let server = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(server) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { buffer in
+            for (index, byte) in listening.utf8.enumerated() { buffer[index] = byte }
+        }
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(server, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        try #require(bound == 0 && listen(server, 1) == 0)
+        let code = Attack.prelude + """
+            import socket
+            def unix():
+                s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                s.connect(sys.argv[1])
+            attempt("AF_UNIX to a host socket", unix)
+            report("clone(CLONE_NEWUSER)", libc.syscall(56, 0x10000000 | 17, 0, 0, 0, 0))
+            report("memfd_create without NOEXEC_SEAL", libc.syscall(319, b"x", 1))
+            report("prlimit64 of pid 1", libc.syscall(302, 1, 7, None, None))
+            """
+        let output = try Run.confined([Run.python, "-c", code, listening], in: scratch, policy: policy).output
+        #expect(output == [
+            "AF_UNIX to a host socket EACCES", "clone(CLONE_NEWUSER) EPERM", "memfd_create without NOEXEC_SEAL EACCES",
+            "prlimit64 of pid 1 ENOSYS",
+        ])
+        // And the filter is the one built without them.
+        let plain = SyscallFilter.Options()
+        let withExtras = SyscallFilter.Options(extraSyscalls: policy.extraSyscalls)
+        #expect(try SyscallFilter(options: withExtras).compile() == SyscallFilter(options: plain).compile())
     }
 
     @Test func extraSyscallsReachTheFilter() throws {

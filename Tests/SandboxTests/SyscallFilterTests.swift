@@ -118,6 +118,22 @@ struct SeccompInterpreter {
 
 /// Our assembled filter against libseccomp's build of the same rules.
 @Suite struct SyscallFilterTests {
+    /// Every syscall the filter allows only with certain arguments is one a
+    /// policy may not allow whole: a new argument rule without its entry in
+    /// `argumentFiltered` would let a policy's `syscalls.allow` undo it.
+    @Test func everyArgumentRuleIsGuardedFromPolicies() throws {
+        let guarded = Set(SyscallFilter.argumentFiltered.keys.compactMap(SyscallFilter.number))
+        for network in [false, true] {
+            for observe in [false, true] {
+                var options = SyscallFilter.Options(networkClient: network)
+                options.observeDenials = observe
+                for rule in SyscallFilter(options: options).rules() where rule.cases.contains(where: { !$0.tests.isEmpty }) {
+                    #expect(guarded.contains(rule.number), "syscall \(rule.number) has argument rules")
+                }
+            }
+        }
+    }
+
     static let foreign: UInt32 = 0x4000_0003  // AUDIT_ARCH_I386
     static let values: [UInt64] = [0, 1, 2, 5, 8, 10, 16, 17, 0xF, 0x11, 0x7FFF_FFFF, 0xFFFF_FFFF, 0x3D0F00,
                                    0x80, 0x20000, 0x0200_0000, 0x0400_0000, 0x0800_0000, 0x1000_0000, 0x2000_0000, 0x4000_0000]

@@ -95,6 +95,18 @@ struct SyscallFilter {
         return reasons
     }()
 
+    /// Allowed only with certain arguments (see `rules()`): a policy may not
+    /// allow them whole, or its unconditional rule would come first and the
+    /// argument tests would never run.
+    static let argumentFiltered: [String: String] = [
+        "clone": "its flags are checked: no new namespaces",
+        "socket": "its family is checked: never AF_UNIX, IP only with a network entitlement",
+        "socketpair": "only stream and seqpacket pairs are allowed",
+        "memfd_create": "only with MFD_NOEXEC_SEAL, so the memory can never be executed",
+        "prlimit64": "only on the calling process itself",
+        "personality": "only the default persona",
+    ]
+
     /// What tools answer best: "not implemented" makes them fall back.
     static let answeredWithENOSYS: Set<String> = ["io_uring_setup", "io_uring_enter", "io_uring_register", "clone3", "openat2"]
 
@@ -185,7 +197,13 @@ struct SyscallFilter {
         let supervised = Self.supervised
         let observedPaths = options.observeDenials ? Set(DenialObserver.pathCalls.keys) : []
         let observedRefusals = options.observeDenials ? Set(DenialObserver.refusedSyscalls) : []
-        for name in Self.allowed + options.extraSyscalls {
+        // A policy's extra syscalls never widen what is refused, supervised or
+        // allowed only with certain arguments (PolicyLoader refuses them too;
+        // this holds for policies built in code).
+        let extra = options.extraSyscalls.filter {
+            Self.neverAllowed[$0] == nil && Self.argumentFiltered[$0] == nil && !supervised.contains($0)
+        }
+        for name in Self.allowed + extra {
             add(name, observedPaths.contains(name) ? Self.notifyAction : Self.allowAction)
         }
         for (name, _) in Self.neverAllowed where !supervised.contains(name) {

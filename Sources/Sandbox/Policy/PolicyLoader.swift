@@ -210,6 +210,9 @@ extension Policy {
             if let reason = SyscallFilter.neverAllowed[name] {
                 throw fail(syscallsKey, "'\(name)' can never be allowed: \(reason)")
             }
+            if let reason = SyscallFilter.argumentFiltered[name] {
+                throw fail(syscallsKey, "'\(name)' can never be allowed whole: \(reason); remove it, the sandbox already allows what it can")
+            }
             guard SyscallFilter.isKnown(name) else {
                 throw fail(syscallsKey, "'\(PropertyListReader.printable(name))' is not a syscall this system knows")
             }
