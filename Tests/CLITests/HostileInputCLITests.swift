@@ -242,3 +242,30 @@ import Testing
         #expect(result.stderr.contains("symbolic link inside a folder the app can write"), "\(result.stderr)")
     }
 }
+
+/// The launcher exposes its own executable to the sandbox (for
+/// `$SANDBOXED_RUN append`). Run from a file deleted since, the kernel names
+/// it "NAME (deleted)": a link planted under that name made the launcher
+/// grant read access to whatever the link led to.
+@Suite struct DeletedLauncherTests {
+    @Test func aPlantedDeletedNameExposesNothing() throws {
+        let home = CLI.Home()
+        let copy = home.path + "/sr"
+        let secret = home.path + "/secret.txt"
+        try FileManager.default.copyItem(atPath: CLI.binary, toPath: copy)
+        try "the user's secret\n".write(toFile: secret, atomically: true, encoding: .utf8)
+        let script = """
+            import os, sys
+            copy, secret = sys.argv[1], sys.argv[2]
+            fd = os.open(copy, os.O_RDONLY)
+            os.unlink(copy)
+            os.symlink(secret, copy + " (deleted)")
+            os.execve("/proc/self/fd/%d" % fd, ["sandboxed-run", "run", "--app", "com.example.cli", "--",
+                      "/bin/sh", "-c", 'echo "launcher=${SANDBOXED_RUN-none}"; cat "$0 (deleted)" || echo refused', copy], os.environ)
+            """
+        let result = try CLI.program("/usr/bin/python3", ["-c", script, copy, secret], environment: home.environment)
+        #expect(!result.stdout.contains("the user's secret"))
+        #expect(result.stdout.contains("launcher=none"))
+        #expect(result.stdout.contains("refused"))
+    }
+}

@@ -306,7 +306,11 @@ struct LauncherFiles {
     let rules: [FolderRule]
 
     static var current: LauncherFiles? {
-        guard let executable = try? FilePath(bytes: Array(readLink("/proc/self/exe"))) else { return nil }
+        guard let name = try? readLink("/proc/self/exe") else { return nil }
+        // A launcher deleted since it started has no name to give the sandbox,
+        // and "NAME (deleted)" could be a link someone planted.
+        if name.count > 10, name.suffix(10).elementsEqual(" (deleted)".utf8) { return nil }
+        let executable = FilePath(bytes: name)
         // The loader's list of what it mapped: no /proc/self/maps to read and parse.
         var loaded: [FilePath] = []
         withUnsafeMutablePointer(to: &loaded) { list in
@@ -321,7 +325,9 @@ struct LauncherFiles {
             if !covered, !paths.contains(path) { paths.append(path) }
         }
         let rules = paths.compactMap { path -> FolderRule? in
-            guard let fd = try? OwnedDescriptor.openPath(path, follow: true), (try? fd.status())?.isRegularFile == true else { return nil }
+            // The executable's rule binds to the inode the kernel runs, not to what its name leads to now.
+            let opened = path == executable ? FilePath("/proc/self/exe") : path
+            guard let fd = try? OwnedDescriptor.openPath(opened, follow: true), (try? fd.status())?.isRegularFile == true else { return nil }
             return FolderRule(name: "system", path: path, descriptor: fd, access: .readExecute)
         }
         return LauncherFiles(executable: executable, rules: rules)
