@@ -306,10 +306,8 @@ struct LauncherFiles {
     let rules: [FolderRule]
 
     static var current: LauncherFiles? {
-        guard let name = try? readLink("/proc/self/exe") else { return nil }
-        // A launcher deleted since it started has no name to give the sandbox,
-        // and "NAME (deleted)" could be a link someone planted.
-        if name.count > 10, name.suffix(10).elementsEqual(" (deleted)".utf8) { return nil }
+        // A launcher deleted since it started has no name to give the sandbox.
+        guard let name = FilePath.kernelName(Array("/proc/self/exe".utf8)) else { return nil }
         let executable = FilePath(bytes: name)
         // The loader's list of what it mapped: no /proc/self/maps to read and parse.
         var loaded: [FilePath] = []
@@ -331,12 +329,5 @@ struct LauncherFiles {
             return FolderRule(name: "system", path: path, descriptor: fd, access: .readExecute)
         }
         return LauncherFiles(executable: executable, rules: rules)
-    }
-
-    private static func readLink(_ path: String) throws -> [UInt8] {
-        var buffer = [UInt8](repeating: 0, count: Int(PATH_MAX) + 1)
-        let count = buffer.withUnsafeMutableBytes { readlink(path, $0.baseAddress!.assumingMemoryBound(to: CChar.self), Int(PATH_MAX)) }
-        guard count > 0 else { throw Errno(rawValue: errno) }
-        return Array(buffer[0..<count])
     }
 }

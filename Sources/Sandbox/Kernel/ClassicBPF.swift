@@ -60,6 +60,11 @@ struct ClassicBPF {
     /// A name per label, for errors only ("" for the filter's numbered ones).
     private var names: [String] = []
 
+    /// Instructions emitted so far (labels take none).
+    var instructionCount: Int {
+        items.reduce(0) { count, item in if case .place = item { count } else { count + 1 } }
+    }
+
     /// A new label, not yet placed; `name` appears in assembly errors.
     mutating func newLabel(_ name: String = "") -> Label {
         names.append(name)

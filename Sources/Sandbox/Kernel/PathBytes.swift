@@ -32,10 +32,16 @@ extension FilePath {
     /// The same as bytes, without building a `FilePath` (the launch path
     /// calls it, and FilePath's generic parsing is slow at first use).
     public static func pathBytes(ofDescriptor fd: CInt) -> [UInt8]? {
-        let name = Array("/proc/self/fd/".utf8) + Array(String(fd).utf8) + [0]
+        kernelName(Array("/proc/self/fd/".utf8) + Array(String(fd).utf8))
+    }
+
+    /// What a magic link of /proc names (`/proc/self/fd/N`, `/proc/self/exe`):
+    /// an absolute path, or nil when there is none or the file was deleted
+    /// (then "NAME (deleted)" names nothing, or a link someone planted).
+    static func kernelName(_ link: [UInt8]) -> [UInt8]? {
         var buffer = [UInt8](repeating: 0, count: Int(PATH_MAX) + 1)
         let length = buffer.withUnsafeMutableBytes { target in
-            name.withUnsafeBytes { readlink($0.baseAddress!.assumingMemoryBound(to: CChar.self), target.baseAddress!.assumingMemoryBound(to: CChar.self), Int(PATH_MAX)) }
+            (link + [0]).withUnsafeBytes { readlink($0.baseAddress!.assumingMemoryBound(to: CChar.self), target.baseAddress!.assumingMemoryBound(to: CChar.self), Int(PATH_MAX)) }
         }
         guard length > 0, buffer[0] == UInt8(ascii: "/") else { return nil }
         let path = Array(buffer[0..<length])

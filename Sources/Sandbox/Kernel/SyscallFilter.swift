@@ -305,9 +305,15 @@ struct SyscallFilter {
         program.place(syscalls)
 
         let runs = Self.runs(of: rules, defaultAction: Self.errnoAction(Self.defaultErrno))
-        // Instructions each subtree takes, so that a jump over one is short when it can be.
+        // Instructions each subtree takes, so that a jump over one is short
+        // when it can be; a run's own count is that of its emitted body.
+        let runSizes = runs.map { run in
+            var body = ClassicBPF()
+            run.emit(into: &body)
+            return body.instructionCount
+        }
         func size(_ range: Range<Int>) -> Int {
-            guard range.count > 1 else { return runs[range.lowerBound].size }
+            guard range.count > 1 else { return runSizes[range.lowerBound] }
             let middle = range.lowerBound + range.count / 2
             let lower = size(range.lowerBound..<middle)
             return (lower <= 255 ? 1 : 2) + lower + size(middle..<range.upperBound)
@@ -344,17 +350,6 @@ struct SyscallFilter {
         let action: UInt32?
         let cases: [Case]
         let defaultAction: UInt32
-
-        /// Instructions `emit` produces.
-        var size: Int {
-            guard action == nil else { return 1 }
-            var count = 0
-            for ruleCase in cases {
-                guard !ruleCase.tests.isEmpty else { return count + 1 }
-                count += ruleCase.tests.reduce(0) { $0 + ($1.mask != 0xFFFF_FFFF ? 3 : 2) } + 1
-            }
-            return count + 1  // the default, after the last conditional case
-        }
 
         func emit(into program: inout ClassicBPF) {
             if let action { return program.ret(action) }
