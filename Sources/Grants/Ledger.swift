@@ -94,7 +94,6 @@ final class Ledger {
             sqlite3_close_v2(database)
             throw .untrustedState(path: path, problem: "changed while it was being opened", fix: "Try again; if it persists, check who else writes \(state.path).")
         }
-        sqlite3_busy_timeout(database, 10_000)
         do {
             try prepareSchema(create: create)
         } catch {
@@ -118,6 +117,9 @@ final class Ledger {
             throw .ledger("opening \(shown): \(message)")
         }
         sqlite3_extended_result_codes(handle, 1)
+        // Before the first read: another process's transaction is waited for,
+        // not reported as "database is locked".
+        sqlite3_busy_timeout(handle, 10_000)
         return handle
     }
 

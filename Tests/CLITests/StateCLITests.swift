@@ -35,6 +35,44 @@ import Testing
         (FileManager.default.enumerator(atPath: path)?.allObjects as? [String] ?? []).filter { $0.contains(".tmp-") }
     }
 
+    @Test func aLedgerBusyWhenOpenedIsWaitedForNotAnError() throws {
+        // The first read of the ledger ran before SQLite was told to wait on a
+        // lock, so a launch or pick meeting another process's transaction
+        // failed at once with "database is locked" (1 in 5 runs of the fifty
+        // concurrent first picks). Here a writer holds the ledger exclusively
+        // for 1.5 s, deterministically.
+        let home = CLI.Home()
+        let vault = home.path + "/Vault"
+        try FileManager.default.createDirectory(atPath: vault, withIntermediateDirectories: true)
+        let bookmark = home.path + "/vault.bookmark"
+        let picked = try CLI.run(["pick", "--app", Self.app, "--select", vault, "-o", bookmark], home: home)
+        #expect(picked.status == 0, "\(picked.stderr)")
+        let holder = Process()
+        holder.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        holder.arguments = ["-c", """
+            import sqlite3, sys, time
+            db = sqlite3.connect(sys.argv[1], isolation_level=None)
+            db.execute("PRAGMA locking_mode = EXCLUSIVE")
+            db.execute("BEGIN EXCLUSIVE")
+            db.execute("PRAGMA user_version")
+            print("held", flush=True)
+            time.sleep(1.5)
+            db.execute("COMMIT")
+            db.close()
+            """, home.path + "/state/sandboxed-run/ledger.sqlite"]
+        let out = Pipe()
+        holder.standardOutput = out
+        try holder.run()
+        let said = String(decoding: out.fileHandleForReading.availableData, as: UTF8.self)
+        #expect(said.hasPrefix("held"), "the lock holder did not start: \(said)")
+        let started = Date()
+        let resolved = try CLI.run(["resolve", "--app", Self.app, bookmark], home: home)
+        let waited = Date().timeIntervalSince(started)
+        holder.waitUntilExit()
+        #expect(resolved.status == 0, "\(resolved.stderr)")
+        #expect(waited > 1, "resolve returned after \(waited) s: it did not wait for the lock")
+    }
+
     @Test func fiftyConcurrentFirstPicksMakeOneKeyAndNoStaleBookmark() throws {
         // Each first use used to make its own key: up to 11 keys, and
         // bookmarks sealed with a key no longer current came back stale.
