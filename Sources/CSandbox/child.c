@@ -103,6 +103,21 @@ static void csb_child(const struct csb_child_plan *plan, int report_fd, pid_t pa
     if (plan->new_session && setsid() < 0) csb_child_fail(report_fd, CSB_STAGE_SESSION);
 
     if (csb_child_bind_stdio(plan->stdio) != 0) csb_child_fail(report_fd, CSB_STAGE_STDIO);
+    // Under read-only mounts no descriptor may stay on a mount of the host's,
+    // where chmod("/proc/self/fd/0") would change the host's device node.
+    for (int i = 0; i < 3; i++) {
+        if (plan->stdio_reopen[i] == NULL) continue;
+        int flags = fcntl(i, F_GETFL);
+        int fd = flags < 0 ? -1 : open(plan->stdio_reopen[i], (flags & O_ACCMODE) | O_NOCTTY | O_CLOEXEC);
+        struct stat was, now;
+        if (fd < 0 || fstat(i, &was) != 0 || fstat(fd, &now) != 0) csb_child_fail(report_fd, CSB_STAGE_REOPEN);
+        if (!S_ISCHR(was.st_mode) || !S_ISCHR(now.st_mode) || was.st_rdev != now.st_rdev) {
+            errno = ESTALE;
+            csb_child_fail(report_fd, CSB_STAGE_REOPEN);
+        }
+        if (dup2(fd, i) < 0) csb_child_fail(report_fd, CSB_STAGE_REOPEN);
+        close(fd);
+    }
     // The relay's pty becomes the new session's terminal, so that job
     // control and /dev/tty work inside; the user's terminal is never ours.
     if (plan->controlling_terminal >= 0 && ioctl(plan->controlling_terminal, TIOCSCTTY, 0) != 0) {
@@ -419,6 +434,74 @@ static void csb_mask_root_only_proc(void) {
     close(proc);
 }
 
+// MARK: Read-only mounts
+//
+// Landlock does not mediate chmod, chown, utimes or xattr writes; a mount's
+// read-only flag does, for every path, link or descriptor that reaches a file
+// through it. So every mount of the namespace is made read-only but the
+// writable folders, each a recursive bind of itself, attached on top; the
+// command then makes those calls natively, and the kernel answers EROFS
+// outside. The flags are the mounts' own (mount_setattr), never a superblock's:
+// the host's mounts do not change. Nested writable folders need nothing more:
+// the outer bind already holds the inner folder, writable.
+
+enum { CSB_MAX_WRITABLE_MOUNTS = 256 };
+
+static void csb_close_each(const int *fds, int count) {
+    for (int i = 0; i < count; i++) if (fds[i] >= 0) close(fds[i]);
+}
+
+// 0, or -1 with errno. Nothing is half-made that the command could see: on
+// failure the keeper exits before the command starts.
+static int csb_make_read_only_mounts(const struct csb_keeper_plan *keeper) {
+    int count = keeper->writable_count;
+    if (count < 0 || count > CSB_MAX_WRITABLE_MOUNTS) { errno = E2BIG; return -1; }
+    int targets[CSB_MAX_WRITABLE_MOUNTS], trees[CSB_MAX_WRITABLE_MOUNTS];
+    for (int i = 0; i < count; i++) targets[i] = trees[i] = -1;
+    struct stat top;
+    if (stat("/", &top) != 0) return -1;
+    int failed = 0;
+    for (int i = 0; i < count && !failed; i++) {
+        // The launcher verified the folder through its fd, in its own
+        // namespace; the same name here must be that very inode (the fd
+        // pins it, so its number cannot have been reused).
+        struct stat verified, here;
+        targets[i] = open(keeper->writable_paths[i], O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (targets[i] < 0 || fstat(keeper->writable_fds[i], &verified) != 0 || fstat(targets[i], &here) != 0) { failed = 1; break; }
+        if (verified.st_dev != here.st_dev || verified.st_ino != here.st_ino) { errno = ESTALE; failed = 1; break; }
+        // A bind stacked on the namespace's root is never reached from it.
+        if (here.st_dev == top.st_dev && here.st_ino == top.st_ino) { errno = EBUSY; failed = 1; break; }
+        trees[i] = open_tree(targets[i], "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE);
+        if (trees[i] < 0) failed = 1;
+    }
+    if (!failed) {
+        struct mount_attr attr;
+        memset(&attr, 0, sizeof(attr));
+        attr.attr_set = MOUNT_ATTR_RDONLY;
+        if (mount_setattr(AT_FDCWD, "/", AT_RECURSIVE, &attr, sizeof(attr)) != 0) failed = 1;
+    }
+    for (int i = 0; i < count && !failed; i++) {
+        if (move_mount(trees[i], "", targets[i], "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0) failed = 1;
+    }
+    int saved = errno;
+    csb_close_each(targets, count);
+    csb_close_each(trees, count);
+    errno = saved;
+    return failed ? -1 : 0;
+}
+
+// nsfs inodes are global kernel objects too: this namespace's own is a safe
+// place to see whether the kernel lets their owner chmod them (a no-op mode).
+static int csb_nsfs_refuses_setattr(void) {
+    int fd = open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 1;  // nothing to reach them through
+    struct stat status;
+    int refused = fstat(fd, &status) == 0 && fchmod(fd, status.st_mode & 07777) != 0;
+    close(fd);
+    if (!refused) errno = EPERM;
+    return refused;
+}
+
 // Runs first in a keeper cloned into new namespaces; returns the csb_namespaces bits.
 static int csb_keeper_enter_namespaces(const struct csb_child_plan *plan, const struct csb_keeper_plan *keeper,
                                        int namespaces, int report_fd) {
@@ -429,6 +512,12 @@ static int csb_keeper_enter_namespaces(const struct csb_child_plan *plan, const 
     }
     // Nothing mounted here may propagate back to the host's namespace.
     if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) csb_keeper_fail(report_fd, CSB_KEEPER_MOUNT);
+    // Before /dev/shm and /proc: the private tmpfs stays writable, and the
+    // new procfs is mounted read-only below.
+    if (keeper->read_only_mounts) {
+        if (!csb_nsfs_refuses_setattr() || csb_make_read_only_mounts(keeper) != 0) csb_keeper_fail(report_fd, CSB_KEEPER_READ_ONLY_MOUNTS);
+        namespaces |= CSB_NAMESPACES_READ_ONLY_MOUNTS;
+    }
     // A missing /dev/shm or a refused mount only means less: the command
     // then gets no /dev/shm and no /proc, as without namespaces.
     char options[64] = "mode=1777,size=";
@@ -438,7 +527,10 @@ static int csb_keeper_enter_namespaces(const struct csb_child_plan *plan, const 
         && csb_rule_for_mount(plan->ruleset_fd, "/dev/shm", keeper->shm_access) == 0) {
         namespaces |= CSB_NAMESPACES_SHM;
     }
-    if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) == 0
+    // Read-only with the rest: a root command owns /proc's global entries,
+    // and chmod on one (sysrq-trigger) would change it for the whole host.
+    unsigned long proc_flags = MS_NOSUID | MS_NODEV | MS_NOEXEC | (keeper->read_only_mounts ? MS_RDONLY : 0);
+    if (mount("proc", "/proc", "proc", proc_flags, NULL) == 0
         && csb_rule_for_mount(plan->ruleset_fd, "/proc", keeper->proc_access) == 0) {
         if (keeper->uid == 0) csb_mask_root_only_proc();
         namespaces |= CSB_NAMESPACES_PROC;
@@ -570,6 +662,13 @@ int csb_spawn_kept(const struct csb_child_plan *plan, const struct csb_keeper_pl
             pid = csb_clone_namespaced(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWUSER);
             if (pid >= 0) namespaces = CSB_NAMESPACES_PID_MOUNT | CSB_NAMESPACES_USER;
         }
+    }
+    if (pid < 0 && keeper->read_only_mounts) {
+        // The filter lets metadata calls through only for read-only mounts.
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        close(sockets[0]);
+        close(sockets[1]);
+        return CSB_SPAWN_NO_NAMESPACES;
     }
     if (pid < 0) pid = csb_fork();
     if (pid == 0) {

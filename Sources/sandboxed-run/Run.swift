@@ -54,6 +54,9 @@ struct Run: ParsableCommand {
     @Option(name: .customLong("denials"), help: "Append each refused operation to FILE as JSON lines (outside every grant and the container).")
     var denialsFile: String?
 
+    @Flag(help: "Have the supervisor decide every chmod, chown, utimes and xattr write (EPERM outside the writable folders) instead of read-only mounts (EROFS, at native speed). --explain implies it.")
+    var superviseMetadata = false
+
     @Argument(parsing: .captureForPassthrough, help: "The command and its arguments, after --.")
     var command: [String] = []
 
@@ -63,7 +66,7 @@ struct Run: ParsableCommand {
             app: app.app, policy: policy, bestEffort: bestEffort, report: report, keptDescriptors: keptDescriptors,
             setEnvironment: setEnvironment, keptEnvironment: keptEnvironment, grants: grants, onStale: onStale,
             onMissing: onMissing, workingDirectory: workingDirectory, explain: explain, denialsFile: denialsFile,
-            command: command
+            superviseMetadata: superviseMetadata, command: command
         ).execute()
     }
 }
@@ -84,10 +87,11 @@ struct RunOptions {
     var workingDirectory: String?
     var explain = false
     var denialsFile: String?
+    var superviseMetadata = false
     var command: [String] = []
 
     /// Options that may be given once.
-    static let single = ["--app", "--policy", "--on-stale", "--on-missing", "--chdir", "--best-effort", "--report", "--explain", "--denials"]
+    static let single = ["--app", "--policy", "--on-stale", "--on-missing", "--chdir", "--best-effort", "--report", "--explain", "--denials", "--supervise-metadata"]
 
     /// The fast path: `options` are `run`'s arguments before `--`, `command`
     /// what follows it. nil for anything it does not take exactly as
@@ -132,6 +136,7 @@ struct RunOptions {
             case "--on-missing": guard let v = take(), let choice = MissingChoice(rawValue: v) else { return nil }; parsed.onMissing = choice
             case "--chdir": guard let v = take() else { return nil }; parsed.workingDirectory = v
             case "--explain": guard inline == nil else { return nil }; parsed.explain = true
+            case "--supervise-metadata": guard inline == nil else { return nil }; parsed.superviseMetadata = true
             case "--denials": guard let v = take() else { return nil }; parsed.denialsFile = v
             default: return nil  // -h, --help, a positional, anything else
             }
@@ -176,6 +181,7 @@ struct RunOptions {
             request.environment[String(assignment[..<equals])] = String(assignment[assignment.index(after: equals)...])
         }
 
+        request.readOnlyMounts = !superviseMetadata
         LaunchPhases.mark("request")
         let plan = try ConfinementPlan(request)
         if report || !plan.report.missing.isEmpty {
@@ -184,6 +190,11 @@ struct RunOptions {
         // Catch termination signals from now on, forward them once the child exists.
         ConfinedProcess.holdTerminationSignals()
         let process = try plan.launch()
+        if report {
+            Console.error(process.namespaces.contains(.readOnlyMounts)
+                ? "metadata changes: native in the writable folders, refused elsewhere by read-only mounts (EROFS)"
+                : "metadata changes: decided by the supervisor (EPERM outside the writable folders)")
+        }
         process.forwardSignals()
         let termination = try process.wait()
         LaunchPhases.mark("command ran")

@@ -122,11 +122,13 @@ struct SeccompInterpreter {
     /// policy may not allow whole: a new argument rule without its entry in
     /// `argumentFiltered` would let a policy's `syscalls.allow` undo it.
     @Test func everyArgumentRuleIsGuardedFromPolicies() throws {
-        let guarded = Set(SyscallFilter.argumentFiltered.keys.compactMap(SyscallFilter.number))
+        // Supervised calls are guarded too: a policy cannot allow them whole.
+        let guarded = Set((Array(SyscallFilter.argumentFiltered.keys) + SyscallFilter.supervised).compactMap(SyscallFilter.number))
         for network in [false, true] {
             for observe in [false, true] {
                 var options = SyscallFilter.Options(networkClient: network)
                 options.observeDenials = observe
+                options.readOnlyMounts = !observe
                 for rule in SyscallFilter(options: options).rules() where rule.cases.contains(where: { !$0.tests.isEmpty }) {
                     #expect(guarded.contains(rule.number), "syscall \(rule.number) has argument rules")
                 }
@@ -147,6 +149,9 @@ struct SeccompInterpreter {
                     options.observeDenials = observe
                     sets.append(options)
                 }
+                var mounts = SyscallFilter.Options(networkClient: network, superviseMetadata: supervise)
+                mounts.readOnlyMounts = true
+                sets.append(mounts)
             }
         }
         var extra = SyscallFilter.Options()

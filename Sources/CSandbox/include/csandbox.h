@@ -91,6 +91,8 @@ int csb_name_to_handle(int fd, struct csb_file_handle *handle, int *mount_id, in
 int csb_open_by_handle(int mount_fd, struct csb_file_handle *handle);
 /// `fstatfs(2)`: the filesystem's f_fsid and f_type (hidden from Swift by Glibc).
 int csb_filesystem_identity(int fd, uint64_t *fsid, uint64_t *type);
+/// O_PATH, which Glibc hides from Swift.
+extern const int CSB_O_PATH;
 /// `statx(fd, "", AT_EMPTY_PATH, STATX_BTIME)`: 0 with the birth time, or
 /// -1 with ENODATA when the filesystem does not keep one.
 int csb_birth_time(int fd, int64_t *seconds, uint32_t *nanoseconds);
@@ -190,13 +192,19 @@ struct csb_child_plan {
     int new_session;
     int die_with_parent;
     int controlling_terminal;      // 0, 1 or 2: make that fd (a terminal) the session's controlling terminal; -1: none
+    /// For each of 0, 1, 2: NULL, or the path of the character device it is,
+    /// opened again by that name in the keeper's mount namespace (and checked
+    /// to be the same device) when the keeper made its mounts read-only, so
+    /// that no descriptor of the command is on a mount of the host's.
+    const char *stdio_reopen[3];
 };
 
 /// Where the child failed, sent back through the report socket.
 enum csb_child_stage {
     CSB_STAGE_SIGNALS = 1, CSB_STAGE_PARENT_DEATH, CSB_STAGE_SESSION, CSB_STAGE_STDIO,
     CSB_STAGE_FDS, CSB_STAGE_CHDIR, CSB_STAGE_NO_NEW_PRIVS, CSB_STAGE_CAPABILITIES,
-    CSB_STAGE_LANDLOCK, CSB_STAGE_SECCOMP, CSB_STAGE_LISTENER, CSB_STAGE_EXEC, CSB_STAGE_TERMINAL
+    CSB_STAGE_LANDLOCK, CSB_STAGE_SECCOMP, CSB_STAGE_LISTENER, CSB_STAGE_EXEC, CSB_STAGE_TERMINAL,
+    CSB_STAGE_REOPEN
 };
 
 // MARK: The keeper: a command's processes end with it
@@ -227,6 +235,18 @@ struct csb_keeper_plan {
     uint64_t shm_access;
     /// The private /dev/shm's size limit, as tmpfs's `size=` option (bytes).
     uint64_t shm_size;
+    /// Make every mount of the keeper's namespace read-only, except the
+    /// writable folders, each bound over itself: the kernel then refuses
+    /// chmod, chown, utimes and xattr writes outside them (EROFS) and the
+    /// filter lets them through. Without the namespaces (CSB_SPAWN_NO_NAMESPACES)
+    /// or if any step fails (CSB_KEEPER_READ_ONLY_MOUNTS, before the command
+    /// starts), the launcher supervises instead.
+    int read_only_mounts;
+    /// The writable folders: each path is opened again in the namespace and
+    /// must be the inode of the matching fd (the launcher's, pinned open).
+    const char *const *writable_paths;
+    const int *writable_fds;
+    int writable_count;
 };
 
 /// What the keeper reports in CSB_KEEPER_NAMESPACES (a bit set).
@@ -235,6 +255,7 @@ enum csb_namespaces {
     CSB_NAMESPACES_USER = 2,       // ... inside a user namespace of its own
     CSB_NAMESPACES_SHM = 4,        // a private tmpfs is on /dev/shm, with a Landlock rule
     CSB_NAMESPACES_PROC = 8,       // a procfs of the pid namespace is on /proc, with a Landlock rule
+    CSB_NAMESPACES_READ_ONLY_MOUNTS = 16,  // every mount read-only but the writable folders (and /dev/shm)
 };
 
 /// Messages the keeper adds to the child's report (the child's failures use `csb_child_stage`).
@@ -249,7 +270,18 @@ enum csb_keeper_message {
     CSB_KEEPER_NAMESPACES,      // value: csb_namespaces bits; sent before CSB_KEEPER_RUNNING
     CSB_KEEPER_ID_MAP,          // failures of the namespace set-up, with errno
     CSB_KEEPER_MOUNT,
+    CSB_KEEPER_READ_ONLY_MOUNTS,  // the read-only mounts could not be made: nothing ran
 };
+
+/// 1 when the kernel refuses chmod on anonymous inodes and pidfds, which are
+/// shared or global objects that a root command (uid 0 without capabilities)
+/// owns: read-only mounts cannot guard them, so the keeper makes none
+/// unless this holds (Linux 6.15 on). Probed with a no-op fchmod.
+int csb_internal_inodes_refuse_setattr(void);
+
+/// `csb_spawn_kept`'s answer when `read_only_mounts` was asked and the kernel
+/// refused the namespaces: no keeper was started.
+#define CSB_SPAWN_NO_NAMESPACES (-2)
 
 static const uint32_t CSB_LANDLOCK_RESTRICT_SELF_LOG_SAME_EXEC_OFF = 1U << 0;  // ABI 7
 

@@ -7,8 +7,6 @@ extension ConfinementPlan {
     /// execs. Returns once the exec succeeded; a failure before it is
     /// reported as a `SandboxError`.
     public func launch() throws(SandboxError) -> ConfinedProcess {
-        let argv = CStringArray(arguments)
-        let envp = CStringArray(bytes: environment)
         let kept = request.keptDescriptors.filter { $0 > 2 }
         for fd in kept where fcntl(fd, F_GETFD) < 0 {
             throw .usage("--keep-fd \(fd): that descriptor is not open in the launcher")
@@ -17,10 +15,46 @@ extension ConfinementPlan {
             ? try TerminalRelay(standardInput: request.standardInput, standardOutput: request.standardOutput, standardError: request.standardError)
             : nil
         let stdio = relay?.commandStandardIO ?? (request.standardInput, request.standardOutput, request.standardError)
+        // Read-only mounts only when no descriptor of the command is a file
+        // on the host's mounts (see `Handover`); the ones the relay made, or
+        // the memory devices, are opened again in the namespace.
+        var reopen: [[UInt8]?]? = readOnlyMounts ? [] : nil
+        for fd in [stdio.0, stdio.1, stdio.2] where reopen != nil {
+            switch Self.handover(of: fd, reopenable: true) {
+            case .asIs: reopen?.append(nil)
+            case .reopen(let path): reopen?.append(path)
+            case .onHostMount: reopen = nil
+            }
+        }
+        if kept.contains(where: { Self.handover(of: $0, reopenable: false) != .asIs }) { reopen = nil }
+        if let reopen, let process = try launch(stdio: stdio, kept: kept, relay: relay, reopen: reopen) {
+            return process
+        }
+        // Refused before the command started (no namespaces, a mount the
+        // kernel would not make read-only, a device not found again): the
+        // supervisor decides every metadata change instead.
+        guard let process = try launch(stdio: stdio, kept: kept, relay: relay, reopen: nil) else {
+            throw .setup(step: "starting the command", errno: .noSuchProcess)
+        }
+        return process
+    }
+
+    /// One launch: with `reopen`, under read-only mounts (nil returned when
+    /// they could not be made and nothing ran), else supervised.
+    private func launch(
+        stdio: (CInt, CInt, CInt), kept: [CInt], relay: TerminalRelay?, reopen: [[UInt8]?]?
+    ) throws(SandboxError) -> ConfinedProcess? {
+        let argv = CStringArray(arguments)
+        let envp = CStringArray(bytes: environment)
+        let readOnly = reopen != nil
+        let reopenPaths = CStringArray(bytes: (reopen ?? []).map { $0 ?? [] })
+        let writable = CStringArray(bytes: readOnly ? writablePaths.map { Array($0.bytes) } : [])
+        let writableFDs = writableRoots.map(\.rawValue)
         var keeperPID: pid_t = 0
         var pidfd: CInt = -1
         var reportFD: CInt = -1
         // The keeper is a fork: it reads its own copy of everything below.
+        let filter = try filter(readOnlyMounts: readOnly)
         let filterBytes = filter ?? []
         let guardBytes = terminalGuard ?? []
         let spawned: CInt = executable.withCString { path in
@@ -49,6 +83,11 @@ extension ConfinementPlan {
                             plan.new_session = 1
                             plan.die_with_parent = request.dieWithParent ? 1 : 0
                             plan.controlling_terminal = relay?.controllingTerminal ?? -1
+                            if let reopen {
+                                plan.stdio_reopen = (reopen[0] == nil ? nil : reopenPaths.pointer[0].map { UnsafePointer($0) },
+                                                     reopen[1] == nil ? nil : reopenPaths.pointer[1].map { UnsafePointer($0) },
+                                                     reopen[2] == nil ? nil : reopenPaths.pointer[2].map { UnsafePointer($0) })
+                            }
                             var keeper = csb_keeper_plan()
                             keeper.scope_signals = keeperScopesSignals ? 1 : 0
                             keeper.scope_restrict_flags = keeperRestrictFlags
@@ -60,13 +99,20 @@ extension ConfinementPlan {
                             keeper.proc_access = ruleset?.rights(.readOnly).rawValue ?? 0
                             keeper.shm_access = ruleset?.rights(.readWrite).rawValue ?? 0
                             keeper.shm_size = Self.sharedMemorySize
-                            return csb_spawn_kept(&plan, &keeper, &keeperPID, &pidfd, &reportFD)
+                            return writableFDs.withUnsafeBufferPointer { fds in
+                                keeper.read_only_mounts = readOnly ? 1 : 0
+                                keeper.writable_paths = UnsafeRawPointer(writable.pointer).assumingMemoryBound(to: UnsafePointer<CChar>?.self)
+                                keeper.writable_fds = fds.baseAddress
+                                keeper.writable_count = readOnly ? CInt(fds.count) : 0
+                                return csb_spawn_kept(&plan, &keeper, &keeperPID, &pidfd, &reportFD)
+                            }
                         }
                     }
                 }
             }
         }
         LaunchPhases.mark("keeper forked")
+        if spawned == CSB_SPAWN_NO_NAMESPACES { return nil }
         guard spawned == 0 else { throw .setup(step: "fork", errno: Errno(rawValue: errno)) }
         let keeper = Keeper(
             pid: keeperPID, pidfd: OwnedDescriptor(taking: pidfd), report: OwnedDescriptor(taking: reportFD),
@@ -109,6 +155,7 @@ extension ConfinementPlan {
                 LaunchPhases.mark("namespaces ready")
             case .failed(let stage, let error):
                 keeper.abandon()
+                if readOnly, stage == CSB_KEEPER_READ_ONLY_MOUNTS.rawValue || stage == CSB_STAGE_REOPEN.rawValue { return nil }
                 throw Self.failure(stage: stage, errno: error, command: arguments[0])
             case .exited, .ended:
                 keeper.abandon()
@@ -136,6 +183,8 @@ extension ConfinementPlan {
             CSB_KEEPER_FORK.rawValue: "forking the command from the keeper",
             CSB_KEEPER_ID_MAP.rawValue: "mapping the keeper's uid and gid in its user namespace",
             CSB_KEEPER_MOUNT.rawValue: "making the keeper's mounts private",
+            CSB_KEEPER_READ_ONLY_MOUNTS.rawValue: "making the keeper's mounts read-only",
+            CSB_STAGE_REOPEN.rawValue: "opening stdin/stdout/stderr's device again in the sandbox's namespace",
         ]
         return .setup(step: steps[UInt32(stage)] ?? "child stage \(stage)", errno: errno)
     }
@@ -231,6 +280,15 @@ public final class ConfinedProcess: @unchecked Sendable {
         public static let sharedMemory = Namespaces(rawValue: CInt(CSB_NAMESPACES_SHM.rawValue))
         /// A procfs of the pid namespace on /proc, read-only.
         public static let proc = Namespaces(rawValue: CInt(CSB_NAMESPACES_PROC.rawValue))
+        /// Every mount read-only but the writable folders (each bound over
+        /// itself) and /dev/shm: the kernel refuses metadata changes outside
+        /// them with EROFS, and the command makes them natively inside. Not
+        /// when a descriptor of the command is a file on a mount of the
+        /// host's (`> file`: chmod of /proc/self/fd/1 would reach it), under
+        /// `--explain`, for a root launcher on a kernel that lets root chmod
+        /// anonymous inodes (before 6.15), or when the kernel refuses a step:
+        /// then the supervisor decides every change, as before.
+        public static let readOnlyMounts = Namespaces(rawValue: CInt(CSB_NAMESPACES_READ_ONLY_MOUNTS.rawValue))
     }
 
     init(pid: pid_t, keeper: Keeper, listener: OwnedDescriptor?, relay: TerminalRelay?, namespaces: Namespaces, supervisor: MetadataSupervisor) {

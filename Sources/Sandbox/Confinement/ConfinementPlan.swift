@@ -18,9 +18,16 @@ public final class ConfinementPlan: @unchecked Sendable {
     let request: LaunchRequest
     let ruleset: LandlockRuleset?
     let restrictFlags: UInt32
+    /// Built for `readOnlyMounts`; `filter(readOnlyMounts:)` builds the other.
     let filter: [UInt8]?
     let terminalGuard: [UInt8]?
     let superviseMetadata: Bool
+    /// The options `filter` was built with, nil without seccomp.
+    let filterOptions: SyscallFilter.Options?
+    /// Whether the launch asks the keeper for read-only mounts (see
+    /// `LaunchRequest.readOnlyMounts`); `launch()` falls back to the
+    /// supervisor when the descriptors or the kernel do not allow them.
+    let readOnlyMounts: Bool
     /// The keeper's Landlock domain scopes signals (ABI 6): its kill(-1)
     /// then reaches the command's processes only. Without it, the keeper
     /// falls back to the process group and the orphans it inherits.
@@ -28,6 +35,8 @@ public final class ConfinementPlan: @unchecked Sendable {
     let keeperRestrictFlags: UInt32
     /// Folders in which the supervisor may change metadata, pinned open.
     let writableRoots: [OwnedDescriptor]
+    /// Their paths, in the same order: the keeper binds each over itself.
+    let writablePaths: [FilePath]
     /// Everything the sandbox may read (system paths, container, grants),
     /// pinned open: where inotify watches may go.
     let readableRoots: [OwnedDescriptor]
@@ -64,7 +73,9 @@ public final class ConfinementPlan: @unchecked Sendable {
         let containerFolder = try FolderRule(
             name: "container", path: FilePath(container.root), descriptor: Self.openVerified(container.root), access: .readWrite)
         let folders = [containerFolder] + request.folders
-        writableRoots = folders.filter { $0.access == .readWrite }.map(\.descriptor)
+        let writableFolders = folders.filter { $0.access == .readWrite }
+        writableRoots = writableFolders.map(\.descriptor)
+        writablePaths = writableFolders.map(\.path)
 
         LaunchPhases.mark("environment")
         let systemPaths = Self.openSystemPaths(policy) + (launcher?.rules ?? [])
@@ -120,13 +131,79 @@ public final class ConfinementPlan: @unchecked Sendable {
                 networkClient: policy.networkClient, networkServer: policy.networkServer,
                 extraSyscalls: policy.extraSyscalls, superviseMetadata: superviseMetadata)
             options.observeDenials = observer != nil
+            // --explain needs to see every refusal: the supervisor's, not EROFS.
+            readOnlyMounts = request.readOnlyMounts && request.privateNamespaces && observer == nil
+                && Self.descriptorsAllowReadOnlyMounts(request) && Self.internalInodesRefuseSetattr
+            options.readOnlyMounts = readOnlyMounts
+            filterOptions = options
             filter = try SyscallFilter(options: options).compile()
             terminalGuard = try SyscallFilter(options: options).argumentGuard()
             LaunchPhases.mark("seccomp filters")
         } else {
             filter = nil
             terminalGuard = nil
+            filterOptions = nil
+            readOnlyMounts = false
         }
+    }
+
+    /// The main filter for either way of enforcing metadata changes.
+    func filter(readOnlyMounts: Bool) throws(SandboxError) -> [UInt8]? {
+        guard var options = filterOptions else { return nil }
+        if options.readOnlyMounts == readOnlyMounts { return filter }
+        options.readOnlyMounts = readOnlyMounts
+        return try SyscallFilter(options: options).compile()
+    }
+
+    /// A root command owns the kernel's shared anonymous inodes; only a
+    /// kernel that refuses to chmod them leaves nothing for read-only mounts
+    /// to miss. Anyone else owns none of them.
+    static let internalInodesRefuseSetattr = geteuid() != 0 || csb_internal_inodes_refuse_setattr() == 1
+
+    /// How the command's stdin, stdout and stderr, and the descriptors it
+    /// keeps, can stay under read-only mounts: none may be a file on one of
+    /// the host's mounts, which chmod("/proc/self/fd/N") would reach
+    /// whatever the namespace's mounts say.
+    enum Handover: Equatable {
+        /// A pipe or a socket: no mount at all.
+        case asIs
+        /// A terminal or memory device (/dev/null, /dev/pts/N): opened again
+        /// by this name in the namespace, where its mount is read-only.
+        case reopen([UInt8])
+        /// A file, a folder, a named pipe, any other device or an O_PATH
+        /// descriptor: the supervisor must stay in charge.
+        case onHostMount
+    }
+
+    static func handover(of fd: CInt, reopenable: Bool) -> Handover {
+        var status = stat()
+        var fsid: UInt64 = 0
+        var type: UInt64 = 0
+        let flags = fcntl(fd, F_GETFL)
+        guard flags >= 0, flags & CSB_O_PATH == 0, fstat(fd, &status) == 0, csb_filesystem_identity(fd, &fsid, &type) == 0 else {
+            return .onHostMount
+        }
+        switch status.st_mode & S_IFMT {
+        case S_IFIFO where type == 0x5049_5045: return .asIs  // PIPEFS_MAGIC: not a named pipe
+        case S_IFSOCK where type == 0x534F_434B: return .asIs  // SOCKFS_MAGIC: not a socket's file
+        case S_IFCHR where reopenable:
+            // Opening again must do nothing else: memory devices and ptys only
+            // (a tape or a modem acts on open).
+            let major = (status.st_rdev >> 8) & 0xFFF
+            guard major == 1 || (136...143).contains(major), let path = FilePath.pathBytes(ofDescriptor: fd) else { return .onHostMount }
+            return .reopen(path)
+        default: return .onHostMount
+        }
+    }
+
+    /// Before the relay exists: a terminal it will replace by its pty counts as reopened.
+    static func descriptorsAllowReadOnlyMounts(_ request: LaunchRequest) -> Bool {
+        let stdio = [request.standardInput, request.standardOutput, request.standardError]
+        let relayed = request.terminal == .automatic && stdio.contains { isatty($0) == 1 }
+        for fd in stdio where !(relayed && isatty(fd) == 1) {
+            if handover(of: fd, reopenable: true) == .onHostMount { return false }
+        }
+        return request.keptDescriptors.allSatisfy { $0 <= 2 || handover(of: $0, reopenable: false) == .asIs }
     }
 
     /// Opens a folder the user named (following symlinks: they are the user's),

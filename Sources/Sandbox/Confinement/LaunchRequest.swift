@@ -75,6 +75,13 @@ public struct LaunchRequest: Sendable {
     /// kernel consents, for a private /dev/shm and a /proc that shows only
     /// the sandbox's processes (see `ConfinedProcess.namespaces`).
     public var privateNamespaces = true
+    /// With those namespaces, make every mount read-only but the writable
+    /// folders, so that the kernel itself refuses chmod, chown, utimes and
+    /// xattr writes outside them (EROFS) and the command makes them at
+    /// native speed inside, without the supervisor. Used only when it is
+    /// sound: see `ConfinedProcess.Namespaces.readOnlyMounts`. False: the
+    /// supervisor decides every such call (and answers EPERM outside).
+    public var readOnlyMounts = true
     /// `--explain`: each denial, explained, on this descriptor (the
     /// launcher's stderr) while the command runs. Nil: none printed.
     public var explainDenials: CInt?

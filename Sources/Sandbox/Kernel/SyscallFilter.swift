@@ -157,7 +157,15 @@ struct SyscallFilter {
         /// `--explain`: path calls, refused syscalls and refused sockets go
         /// to the `DenialObserver` too. Off, the filter is what it always was.
         var observeDenials = false
+        /// The keeper made every mount read-only but the writable folders:
+        /// metadata changes are the kernel's to refuse (EROFS), and only a
+        /// chmod to a set-user-ID or set-group-ID mode still goes to the
+        /// supervisor (which drops those bits), EPERM without one.
+        var readOnlyMounts = false
     }
+
+    /// Where the mode is, for the calls that take one.
+    static let modeArgument: [String: UInt32] = ["chmod": 1, "fchmod": 1, "fchmodat": 2, "fchmodat2": 2]
 
     let options: Options
 
@@ -212,6 +220,16 @@ struct SyscallFilter {
                 : Self.errnoAction(Self.answeredWithENOSYS.contains(name) ? ENOSYS : EPERM))
         }
         for name in supervised {
+            if options.readOnlyMounts, Self.metadataChanges.contains(name) {
+                let setID = options.superviseMetadata ? Self.notifyAction : Self.errnoAction(EPERM)
+                if let argument = Self.modeArgument[name] {
+                    add(name, Self.allowAction, [ArgumentTest(argument: argument, mask: Self.setIDBits, value: 0)])
+                    add(name, setID, [ArgumentTest(argument: argument, mask: Self.setIDBits, value: 0, equal: false)])
+                } else {
+                    add(name, Self.allowAction)
+                }
+                continue
+            }
             // Without a supervisor: changes and watches EPERM; attribute reads
             // "not supported", which ls and cp take as a file system without them.
             let unsupervised = Self.attributeReads.contains(name) ? EOPNOTSUPP : EPERM
