@@ -122,6 +122,10 @@ enum CLI {
         (["run", "--app", "a", "--policy", "/no/such/policy.plist", "--", "/bin/true"], "policy /no/such/policy.plist: its folder does not exist"),
         (["run", "--app", "a", "--setenv", "NOVALUE", "--", "/bin/true"], "--setenv 'NOVALUE': write NAME=VALUE"),
         (["run", "--app", "a", "--keep-fd", "917", "--", "/bin/true"], "--keep-fd 917: that descriptor is not open"),
+        // Numbers the launcher itself has open by the time it launches (the
+        // container, system paths, libraries): never handed over.
+        (["run", "--app", "a", "--keep-fd", "5", "--", "/bin/true"], "--keep-fd 5: that descriptor is not open"),
+        (["run", "--app", "a", "--keep-fd", "9", "--", "/bin/true"], "--keep-fd 9: that descriptor is not open"),
         (["frobnicate"], "Unexpected argument 'frobnicate'"),
     ])
     func badUsageIs125WithOneClearLine(arguments: [String], message: String) throws {
