@@ -197,11 +197,7 @@ import SystemPackage
         // command may use the verified folder (under its new name) and not the
         // impostor at the old path. A launcher that re-opened the path would.
         let scratch = Scratch()
-        let vault = scratch.path + "/vault"
-        #expect(mkdir(vault, 0o755) == 0)
-        let verified = try ConfinementPlan.openVerified(vault)
-        #expect(rename(vault, vault + "-original") == 0)
-        #expect(mkdir(vault, 0o755) == 0)
+        let (vault, verified) = try scratch.folderSwappedAfterVerification("vault")
         let script = "echo x > \(vault)/planted && echo impostor-written; echo y > \(vault)-original/note && echo original-written"
         let outcome = try Run.confined(["/bin/sh", "-c", script], in: scratch) {
             $0.folders = [FolderRule(name: "VAULT", path: FilePath(vault), descriptor: verified, access: .readWrite)]

@@ -149,11 +149,7 @@ import SystemPackage
         // namespace; an impostor put there after the launcher verified the
         // folder is refused (ESTALE), and the supervisor takes over.
         let scratch = Scratch()
-        let vault = scratch.path + "/vault"
-        #expect(mkdir(vault, 0o755) == 0)
-        let verified = try ConfinementPlan.openVerified(vault)
-        #expect(rename(vault, vault + "-original") == 0)
-        #expect(mkdir(vault, 0o755) == 0)
+        let (vault, verified) = try scratch.folderSwappedAfterVerification("vault")
         let (confined, namespaces) = try Self.confined(
             ["/bin/sh", "-c", "chmod 777 '\(vault)' && echo impostor-changed; chmod 700 '\(vault)-original' && echo original-changed"],
             in: scratch

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import SystemPackage
 @testable import Sandbox
 
 /// What a command printed and how it ended.
@@ -22,6 +23,18 @@ final class Scratch {
 
     deinit {
         try? FileManager.default.removeItem(atPath: path)
+    }
+
+    /// A folder opened and verified as a grant is, then renamed to
+    /// NAME-original, and an impostor made at its name: the swap a
+    /// launcher must not fall for.
+    func folderSwappedAfterVerification(_ name: String) throws -> (path: String, verified: OwnedDescriptor) {
+        let folder = path + "/" + name
+        #expect(mkdir(folder, 0o755) == 0)
+        let verified = try ConfinementPlan.openVerified(folder)
+        #expect(rename(folder, folder + "-original") == 0)
+        #expect(mkdir(folder, 0o755) == 0)
+        return (folder, verified)
     }
 
     /// Where this test's app containers live.
