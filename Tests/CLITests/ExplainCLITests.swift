@@ -136,10 +136,15 @@ import Testing
         #expect(result.stderr.contains("sandboxed-run: exit 1 after 1 denial (1 metadata); run with --explain to see them"))
         // Under read-only mounts (the default) the kernel refuses it, with
         // EROFS, and no supervisor sees it to count.
-        let mounts = try run("touch -d 2000-01-01 \(outside)/secret.txt")
+        // (A root launch on a kernel before 6.15 is supervised: see --report.)
+        let mounts = try run("touch -d 2000-01-01 \(outside)/secret.txt", ["--report"])
         #expect(mounts.status == 1)
-        #expect(mounts.stderr.contains("Read-only file system"))
-        #expect(!mounts.stderr.contains("denial"))
+        if mounts.stderr.contains("refused elsewhere by read-only mounts (EROFS)") {
+            #expect(mounts.stderr.contains("Read-only file system"))
+            #expect(!mounts.stderr.contains("denial"))
+        } else {
+            #expect(mounts.stderr.contains("1 denial (1 metadata)"))
+        }
         let clean = try run("exit 3")
         #expect(clean.status == 3)
         #expect(!clean.stderr.contains("denial"))
