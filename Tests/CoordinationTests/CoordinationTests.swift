@@ -35,6 +35,7 @@ enum Party {
                 os.close(fd)
         def replace(folder, name, transform, hold=0.0):
             fd = locked(folder, name, True)
+            if hold: print("held", flush=True)  # the test waits for this line, not for a guessed time
             old = os.pread(fd, 1 << 24, 0)
             time.sleep(hold)
             temp = ".%s.sr-%d" % (name, os.getpid())
@@ -87,6 +88,16 @@ enum Party {
     static func protocolStep(_ arguments: [String], wait: Bool = true) throws -> (Process, Pipe) {
         try run(["/usr/bin/python3", "-c", python] + arguments, wait: wait)
     }
+
+    /// Starts a party that holds `name`'s write lock for `seconds`, then
+    /// replaces the file; returns once the lock is held (a loaded machine
+    /// can take longer than any fixed sleep to start Python).
+    static func holding(_ folder: String, _ name: String, seconds: Double) throws -> Process {
+        let (holder, out) = try protocolStep(["hold", folder, name, String(seconds)], wait: false)
+        let said = String(decoding: out.fileHandleForReading.availableData, as: UTF8.self)
+        #expect(said.hasPrefix("held"), "the lock holder did not start: \(said)")
+        return holder
+    }
 }
 
 @Suite struct CoordinatedAppendTests {
@@ -124,8 +135,7 @@ enum Party {
         let scratch = Scratch()
         let file = scratch.path + "/note.md"
         try "old\n".write(toFile: file, atomically: false, encoding: .utf8)
-        let (holder, _) = try Party.protocolStep(["hold", scratch.path, "note.md", "0.5"], wait: false)
-        Thread.sleep(forTimeInterval: 0.2)  // the holder has the lock
+        let holder = try Party.holding(scratch.path, "note.md", seconds: 0.5)
         let started = Date()
         #expect(try Party.append(file, "appended after waiting") == 0)
         #expect(Date().timeIntervalSince(started) > 0.2, "append did not wait for the holder")
@@ -184,8 +194,7 @@ enum Party {
         let scratch = Scratch()
         let file = scratch.path + "/note.md"
         FileManager.default.createFile(atPath: file, contents: nil)
-        let (holder, _) = try Party.protocolStep(["hold", scratch.path, "note.md", "2"], wait: false)
-        Thread.sleep(forTimeInterval: 0.3)
+        let holder = try Party.holding(scratch.path, "note.md", seconds: 2)
         let started = Date()
         #expect(try Party.append(file, "too late", timeout: "0.3") == 75)
         #expect(Date().timeIntervalSince(started) < 1.5)
@@ -291,8 +300,7 @@ final class CLIHome {
         let container = try cli(["container", "path", "--app", "com.example.memo"]).output.trimmingCharacters(in: .whitespacesAndNewlines)
         let documents = container + "/Documents"
         try "from the host\n".write(toFile: documents + "/daily.md", atomically: false, encoding: .utf8)
-        let (holder, _) = try Party.protocolStep(["hold", documents, "daily.md", "0.6"], wait: false)
-        Thread.sleep(forTimeInterval: 0.2)
+        let holder = try Party.holding(documents, "daily.md", seconds: 0.6)
         let started = Date()
         let confined = try cli(["run", "--app", "com.example.memo", "--", "/bin/sh", "-c",
                                 "\"$SANDBOXED_RUN\" append Documents/daily.md 'from the sandbox' && echo landed"])
