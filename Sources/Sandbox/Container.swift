@@ -104,12 +104,15 @@ public struct AppContainer: Sendable, Equatable {
     }
 
     private static func withAppLock<T>(_ app: AppID, base: String, _ body: (String) throws(SandboxError) -> T) throws(SandboxError) -> T {
-        var partial = ""
-        for component in (base + "/containers").split(separator: "/") {
-            partial += "/" + component
-            try makeDirectory(partial, allowExisting: true)
-        }
         let folder = folder(of: app, base: base)
+        // Every folder above it exists but at the first launch: one mkdir, not one per level.
+        if mkdir(folder, 0o700) != 0, errno == ENOENT {
+            var partial = ""
+            for component in (base + "/containers").split(separator: "/") {
+                partial += "/" + String(component)
+                try makeDirectory(partial, allowExisting: true)
+            }
+        }
         try makeDirectory(folder, allowExisting: true)
         let fd = open(folder + "/.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw .setup(step: "opening \(folder)/.lock", errno: Errno(rawValue: errno)) }

@@ -239,29 +239,31 @@ public final class ConfinementPlan: @unchecked Sendable {
     /// asking /proc for its name; a last name that is a link is opened
     /// through, as the path says.
     private static func openSystemPaths(_ policy: Policy) -> [FolderRule] {
-        var folders: [Substring: OwnedDescriptor?] = [:]
+        // A short list, not a dictionary: a new key type costs the runtime a
+        // scan of every protocol conformance in the binary, at every launch.
+        var folders: [(path: Substring, descriptor: OwnedDescriptor?)] = []
         return policy.systemPaths.compactMap { systemPath in
             let path = systemPath.path
-            let rule = { (fd: CInt, folder: OwnedDescriptor?) in
-                FolderRule(name: "system", path: FilePath(path), descriptor: OwnedDescriptor(taking: fd), access: systemPath.access, folder: folder)
+            let rule = { (fd: CInt, folder: OwnedDescriptor?, inode: Ancestry.Inode?) in
+                FolderRule(name: "system", path: FilePath(path), descriptor: OwnedDescriptor(taking: fd), access: systemPath.access, folder: folder, inode: inode)
             }
             // A path this system lacks (say /lib64 on arm64) only means less access.
             guard let slash = path.lastIndex(of: "/"), path.index(after: slash) < path.endIndex, slash != path.startIndex else {
-                return (try? syscallRetrying { csb_open_path(AT_FDCWD, path, 1) }).map { rule($0, nil) }
+                return (try? syscallRetrying { csb_open_path(AT_FDCWD, path, 1) }).map { rule($0, nil, nil) }
             }
             let folderPath = path[..<slash]
-            if folders[folderPath] == nil {
-                folders[folderPath] = (try? syscallRetrying { csb_open_path(AT_FDCWD, String(folderPath), 1) }).map(OwnedDescriptor.init(taking:))
+            if !folders.contains(where: { $0.path == folderPath }) {
+                folders.append((folderPath, (try? syscallRetrying { csb_open_path(AT_FDCWD, String(folderPath), 1) }).map(OwnedDescriptor.init(taking:))))
             }
-            guard let folder = folders[folderPath] ?? nil,
+            guard let folder = folders.first(where: { $0.path == folderPath })?.descriptor,
                   let leaf = try? syscallRetrying({ csb_open_path(folder.rawValue, String(path[path.index(after: slash)...]), 0) })
             else { return nil }
             var status = stat()
             guard fstat(leaf, &status) == 0, status.st_mode & S_IFMT != S_IFLNK else {
                 close(leaf)
-                return (try? syscallRetrying { csb_open_path(AT_FDCWD, path, 1) }).map { rule($0, nil) }
+                return (try? syscallRetrying { csb_open_path(AT_FDCWD, path, 1) }).map { rule($0, nil, nil) }
             }
-            return rule(leaf, status.st_mode & S_IFMT == S_IFDIR ? nil : folder)
+            return rule(leaf, status.isDirectory ? nil : folder, Ancestry.Inode(status))
         }
     }
 
@@ -320,13 +322,16 @@ public final class ConfinementPlan: @unchecked Sendable {
     private static func checkNothingProtected(
         systemPaths: [FolderRule], grants: [FolderRule], policy: Policy, protected: [String]
     ) throws(SandboxError) {
-        // Each folder is walked up once; a walk that fails counts as an overlap (fail closed).
+        // Each folder is walked up once, the protected ones' too (they share
+        // their upper folders with the rules); a walk that fails counts as
+        // an overlap (fail closed).
+        let walker = Ancestry.Walker()
         let guarded = protected.compactMap { path in
-            (try? syscallRetrying { csb_open_path(AT_FDCWD, path, 1) }).map { (path, try? Ancestry.chain(of: OwnedDescriptor(taking: $0))) }
+            (try? syscallRetrying { csb_open_path(AT_FDCWD, path, 1) }).map { (path, walker.chain(of: OwnedDescriptor(taking: $0))) }
         }
         guard !guarded.isEmpty else { return }
-        let rules = systemPaths + grants
-        for (rule, ruleChain) in zip(rules, Ancestry.chains(of: rules.map(\.descriptor), folders: rules.map(\.folder))) {
+        for rule in systemPaths + grants {
+            let ruleChain = walker.chain(of: rule.descriptor, folder: rule.folder, known: rule.inode)
             for (path, chain) in guarded {
                 guard let ruleChain, let chain else { throw .setup(step: "checking \(Printable.path(rule.path)) against \(Printable.path(path))", errno: .ioError) }
                 guard Ancestry.overlaps(ruleChain, chain) else { continue }

@@ -14,17 +14,20 @@ public struct FolderRule: Sendable {
     /// For a file, the folder it was opened in by name, when known: its
     /// ancestry is then walked from there, with no lookup of its name.
     let folder: OwnedDescriptor?
+    /// What fstat said of `descriptor` when it was opened, when it was asked.
+    let inode: Ancestry.Inode?
 
     public init(name: String, path: FilePath, descriptor: OwnedDescriptor, access: Policy.PathAccess) {
-        self.init(name: name, path: path, descriptor: descriptor, access: access, folder: nil)
+        self.init(name: name, path: path, descriptor: descriptor, access: access, folder: nil, inode: nil)
     }
 
-    init(name: String, path: FilePath, descriptor: OwnedDescriptor, access: Policy.PathAccess, folder: OwnedDescriptor?) {
+    init(name: String, path: FilePath, descriptor: OwnedDescriptor, access: Policy.PathAccess, folder: OwnedDescriptor?, inode: Ancestry.Inode?) {
         self.name = name
         self.path = path
         self.descriptor = descriptor
         self.access = access
         self.folder = folder
+        self.inode = inode
     }
 }
 

@@ -27,12 +27,16 @@ public enum Ancestry {
         throw .tooManySymbolicLinkLevels  // a 4,096-deep tree: treat as unresolvable
     }
 
-    /// Chains of many descriptors, walking each folder above them once:
-    /// sixty system paths under /etc cost one walk of /etc, not sixty.
-    /// A chain that cannot be walked is nil.
-    static func chains(of descriptors: [OwnedDescriptor], folders: [OwnedDescriptor?] = []) -> [[InodeIdentity]?] {
-        let walker = Walker()
-        return descriptors.indices.map { walker.chain(of: descriptors[$0], folder: $0 < folders.count ? folders[$0] : nil) }
+    /// What fstat said of an inode when it was opened: kept with its
+    /// descriptor, so that a check need not ask again.
+    struct Inode: Sendable {
+        let identity: InodeIdentity
+        let isDirectory: Bool
+
+        init(_ status: stat) {
+            identity = status.inodeIdentity
+            isDirectory = status.isDirectory
+        }
     }
 
     /// Walks chains, remembering each folder's parent on the way: one entry
@@ -50,14 +54,28 @@ public enum Ancestry {
         /// How many folders it remembers (one identity each).
         var remembered: Int { parents.count }
 
+        /// The identities of the folders callers named for files: sixty /etc
+        /// files share one /etc descriptor, which is then asked once. A short
+        /// list (a launch names a handful), not a dictionary: a new key type
+        /// costs the runtime a scan of every conformance in the binary.
+        private var folderIdentities: [(folder: OwnedDescriptor, identity: InodeIdentity)] = []
+
         /// `folder`: the folder a file was opened in by name, if known.
-        func chain(of fd: OwnedDescriptor, folder known: OwnedDescriptor? = nil) -> [InodeIdentity]? {
-            guard let status = try? fd.status() else { return nil }
-            if status.isDirectory { return try? walk(fd, status.inodeIdentity) }
-            guard let folder = known ?? (try? Ancestry.folder(holding: fd, identity: status.inodeIdentity)),
-                  let folderStatus = try? folder.status(),
-                  let chain = try? walk(folder, folderStatus.inodeIdentity) else { return nil }
-            return [status.inodeIdentity] + chain
+        /// `known`: what fstat said of `fd` when it was opened, if it was.
+        func chain(of fd: OwnedDescriptor, folder: OwnedDescriptor? = nil, known: Inode? = nil) -> [InodeIdentity]? {
+            guard let inode = known ?? (try? fd.status()).map(Inode.init) else { return nil }
+            if inode.isDirectory { return try? walk(fd, inode.identity) }
+            let found = folder ?? (try? Ancestry.folder(holding: fd, identity: inode.identity))
+            guard let found, let folderIdentity = identity(of: found, remember: folder != nil),
+                  let chain = try? walk(found, folderIdentity) else { return nil }
+            return [inode.identity] + chain
+        }
+
+        private func identity(of folder: OwnedDescriptor, remember: Bool) -> InodeIdentity? {
+            if let known = folderIdentities.first(where: { $0.folder === folder }) { return known.identity }
+            guard let identity = (try? folder.status())?.inodeIdentity else { return nil }
+            if remember { folderIdentities.append((folder, identity)) }
+            return identity
         }
 
         private func walk(_ start: OwnedDescriptor, _ identity: InodeIdentity) throws(Errno) -> [InodeIdentity] {
