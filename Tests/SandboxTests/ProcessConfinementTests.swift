@@ -228,4 +228,22 @@ import CSandbox
         }
         #expect(asked.output.last == "hunter2 1")
     }
+
+    /// A variable the caller sets replaces the sandbox's own of that name
+    /// (once in the environment, with the caller's value), and the
+    /// environment comes sorted by name.
+    @Test func aVariableSetTwiceIsPassedOnceWithTheLastValue() throws {
+        let scratch = Scratch()
+        var request = LaunchRequest(
+            app: try AppID("com.example.environment"), policy: .defaultPolicy, command: ["/bin/true"],
+            containerBase: scratch.containers, hostEnvironment: ["TERM": "xterm", "KEPT": "host"])
+        request.keptEnvironment = ["KEPT", "TERM"]
+        request.environment = ["HOME": "/elsewhere", "KEPT": "set"]
+        let environment = try ConfinementPlan(request).environment.map { String(decoding: $0, as: UTF8.self) }
+        #expect(environment.filter { $0.hasPrefix("HOME=") } == ["HOME=/elsewhere"])
+        #expect(environment.filter { $0.hasPrefix("KEPT=") } == ["KEPT=set"])
+        #expect(environment.filter { $0.hasPrefix("TERM=") } == ["TERM=xterm"])
+        #expect(environment == environment.sorted())
+        #expect(Set(environment.map { $0.prefix { $0 != "=" } }).count == environment.count)
+    }
 }

@@ -347,27 +347,32 @@ public final class ConfinementPlan: @unchecked Sendable {
     }
 
     private static func environment(for request: LaunchRequest, container: AppContainer, launcher: FilePath?) throws(SandboxError) -> [[UInt8]] {
-        var variables: [String: [UInt8]] = [
-            "PATH": Array(sandboxPath.utf8),
-            "LANG": Array((request.hostEnvironment["LANG"] ?? "C.UTF-8").utf8),
-            "HOME": Array(container.root.utf8),
-            "TMPDIR": Array(container.temporary.utf8),
-            "SANDBOX_APP_ID": Array(request.app.rawValue.utf8),
-            "SANDBOX_CONTAINER": Array(container.root.utf8),
-        ]
-        if let term = request.hostEnvironment["TERM"] { variables["TERM"] = Array(term.utf8) }
-        if let launcher { variables["SANDBOXED_RUN"] = launcher.bytes }
+        // Name and value pairs, a later one replacing an earlier one of the
+        // same name. A list, not a dictionary: a dictionary of a new type
+        // costs the runtime a scan of every conformance in the binary.
+        var variables: [(key: String, value: [UInt8])] = []
+        func set(_ name: String, _ value: [UInt8]) {
+            if let index = variables.firstIndex(where: { $0.key == name }) { variables[index].value = value } else { variables.append((name, value)) }
+        }
+        set("PATH", Array(sandboxPath.utf8))
+        set("LANG", Array((request.hostEnvironment["LANG"] ?? "C.UTF-8").utf8))
+        set("HOME", Array(container.root.utf8))
+        set("TMPDIR", Array(container.temporary.utf8))
+        set("SANDBOX_APP_ID", Array(request.app.rawValue.utf8))
+        set("SANDBOX_CONTAINER", Array(container.root.utf8))
+        if let term = request.hostEnvironment["TERM"] { set("TERM", Array(term.utf8)) }
+        if let launcher { set("SANDBOXED_RUN", launcher.bytes) }
         for name in request.keptEnvironment {
             try validate(name)
-            if let value = request.hostEnvironment[name] { variables[name] = Array(value.utf8) }
+            if let value = request.hostEnvironment[name] { set(name, Array(value.utf8)) }
         }
         for (name, value) in request.environment {
             try validate(name)
-            variables[name] = Array(value.utf8)
+            set(name, Array(value.utf8))
         }
         for (name, path) in request.pathVariables {
             try validate(name)
-            variables[name] = path.bytes
+            set(name, path.bytes)
         }
         return variables.sorted { $0.key < $1.key }.map { Array("\($0.key)=".utf8) + $0.value }
 
