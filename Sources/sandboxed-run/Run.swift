@@ -157,9 +157,11 @@ struct RunOptions {
         LaunchPhases.mark("arguments")
         let policy = try PolicyChoice.load(self.policy, app: try AppID(app))
         LaunchPhases.mark("policy")
+        var host = Environment.current
+        for (name, value) in Environment.variables(keptEnvironment) { host[name] = value }
         var request = LaunchRequest(
             app: try AppID(app), policy: policy, command: command,
-            containerBase: try AppOptions.containerBase(), hostEnvironment: Environment.current)
+            containerBase: try AppOptions.containerBase(), hostEnvironment: host)
         request.keptDescriptors = keptDescriptors
         request.keptEnvironment = keptEnvironment
         request.workingDirectory = workingDirectory.map(Broker.absolute)

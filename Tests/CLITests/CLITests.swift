@@ -96,6 +96,22 @@ enum CLI {
         }
     }
 
+    /// The command gets LANG and TERM from the launcher's environment, a
+    /// variable named by --keep-env, and nothing else of it.
+    @Test func onlyTheKeptVariablesReachTheCommand() throws {
+        let home = CLI.Home()
+        var environment = home.environment
+        environment["TERM"] = "vt220"
+        environment["LANG"] = "C"
+        environment["SECRET_TOKEN"] = "hunter2"
+        environment["OTHER_TOKEN"] = "swordfish"
+        let show = ["/bin/sh", "-c", "echo \"$LANG $TERM ${SECRET_TOKEN:-unset} ${OTHER_TOKEN:-unset}\""]
+        let plain = try CLI.program(CLI.binary, ["run", "--app", "com.example.cli", "--"] + show, environment: environment)
+        #expect(plain.status == 0 && plain.stdout == "C vt220 unset unset\n", "\(plain)")
+        let kept = try CLI.program(CLI.binary, ["run", "--app", "com.example.cli", "--keep-env", "SECRET_TOKEN", "--keep-env=UNSET_NAME", "--"] + show, environment: environment)
+        #expect(kept.status == 0 && kept.stdout == "C vt220 hunter2 unset\n", "\(kept)")
+    }
+
     @Test func deathBySignalIs128PlusN() throws {
         #expect(try CLI.run(["run", "--app", "com.example.cli", "--", "/bin/sh", "-c", "kill -KILL $$"]).status == 137)
     }
