@@ -85,7 +85,7 @@ phases = [
     ("main (everything after the runtime started)", "sandboxed_run_main"),
     ("  the plan (policy, checks, rules, filters)", "ConfinementPlanC_8features"),
     ("    protected-folder check", "checkNothingProtected"),
-    ("    seccomp filter, assembled", "SyscallFilterV7compile"),
+    ("    seccomp filter (shipped ones compiled in)", "SyscallFilterV7compile"),
     ("    Landlock ruleset", "ConfinementPlanC7ruleset"),
     ("  built-in policy decoded", "PolicyV7builtin5named"),
     ("  launch (keeper, namespaces, exec, report)", "ConfinementPlanC6launch"),
