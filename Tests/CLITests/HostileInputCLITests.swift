@@ -19,6 +19,39 @@ import Testing
         }
     }
 
+    /// The same folder reached through two mounts: the state folder through
+    /// a bind mount, the containers through the real path. A policy that
+    /// lists the real parent of the containers is refused: each protected
+    /// folder's ancestry is its own (a walker shared with the state folder
+    /// remembered the bind mount's parent for the containers, and let it
+    /// through). Root only: it makes the bind mount in a mount namespace
+    /// of its own, which nothing outside sees.
+    @Test(.enabled(if: getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/unshare")))
+    func aPolicyReachingTheContainersBesideABindMountOfTheirParentIsRefused() throws {
+        let home = CLI.Home()
+        let policy = home.path + "/policy.json"
+        try #"{"org.sandboxed-run.system-paths.read-execute": ["/usr", "/bin", "/lib", "/lib64"], "org.sandboxed-run.system-paths.read-only": ["\#(home.path)/home"]}"#
+            .write(toFile: policy, atomically: true, encoding: .utf8)
+        let script = [
+            "set -e",
+            "mount --make-rprivate /",
+            "mkdir -p \"$ROOT/home/real\" \"$ROOT/alias\"",
+            "mount --bind \"$ROOT/home/real\" \"$ROOT/alias\"",
+            "export XDG_STATE_HOME=\"$ROOT/alias/state\" XDG_DATA_HOME=\"$ROOT/home/real/data\"",
+            "\"$LAUNCHER\" run --app com.example.victim -- /bin/true",
+            "mkdir -p -m 700 \"$ROOT/alias/state/sandboxed-run\"",
+            "test -d \"$ROOT/home/real/data/sandboxed-run/containers\"",
+            "\"$LAUNCHER\" run --app com.example.evil --policy \"$POLICY\" -- /bin/true",
+        ].joined(separator: "\n")
+        var environment = home.environment
+        environment["ROOT"] = home.path
+        environment["LAUNCHER"] = CLI.binary
+        environment["POLICY"] = policy
+        let result = try CLI.program("/usr/bin/unshare", ["-m", "/bin/sh", "-c", script], environment: environment)
+        #expect(result.status == 125, "\(result)")
+        #expect(result.stderr.contains("'\(home.path)/home' would expose sandboxed-run's own \(home.path)/home/real/data/sandboxed-run"), "\(result.stderr)")
+    }
+
     /// The app can write its container: a policy kept there is one it could rewrite.
     @Test func aPolicyFileTheAppCouldRewriteIsRefused() throws {
         let home = CLI.Home()

@@ -322,14 +322,17 @@ public final class ConfinementPlan: @unchecked Sendable {
     private static func checkNothingProtected(
         systemPaths: [FolderRule], grants: [FolderRule], policy: Policy, protected: [String]
     ) throws(SandboxError) {
-        // Each folder is walked up once, the protected ones' too (they share
-        // their upper folders with the rules); a walk that fails counts as
-        // an overlap (fail closed).
-        let walker = Ancestry.Walker()
+        // Each protected folder is walked on its own, with no memory: the
+        // walker remembers a folder's parent by inode, and the parent of a
+        // mount's root depends on the mount it was reached through (the
+        // state folder through a bind mount must not stand for the
+        // containers' real path). A walk that fails counts as an overlap
+        // (fail closed).
         let guarded = protected.compactMap { path in
-            (try? syscallRetrying { csb_open_path(AT_FDCWD, path, 1) }).map { (path, walker.chain(of: OwnedDescriptor(taking: $0))) }
+            (try? syscallRetrying { csb_open_path(AT_FDCWD, path, 1) }).map { (path, try? Ancestry.chain(of: OwnedDescriptor(taking: $0))) }
         }
         guard !guarded.isEmpty else { return }
+        let walker = Ancestry.Walker()
         for rule in systemPaths + grants {
             let ruleChain = walker.chain(of: rule.descriptor, folder: rule.folder, known: rule.inode)
             for (path, chain) in guarded {
