@@ -87,7 +87,7 @@ phases = [
     ("    protected-folder check", "checkNothingProtected"),
     ("    seccomp filter (shipped ones compiled in)", "SyscallFilterV7compile"),
     ("    Landlock ruleset", "ConfinementPlanC7ruleset"),
-    ("  built-in policy decoded", "PolicyV7builtin5named"),
+    ("  built-in policy (compiled in)", "PolicyV7builtin5named"),
     ("  launch (keeper, namespaces, exec, report)", "ConfinementPlanC6launch"),
     ("  Swift type metadata at first use", "swift_getTypeByMangledName"),
     ("dynamic loader, symbol lookups", "do_lookup_x"),
