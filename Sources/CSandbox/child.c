@@ -86,11 +86,9 @@ static int csb_child_bind_stdio(const int stdio[3]) {
 }
 
 static void csb_child(const struct csb_child_plan *plan, int report_fd, pid_t parent) {
-    // Signals: default dispositions, empty mask (the parent blocked all).
-    for (int signo = 1; signo < NSIG; signo++) {
-        if (signo == SIGKILL || signo == SIGSTOP) continue;
-        if (signal(signo, SIG_DFL) == SIG_ERR && errno != EINVAL) csb_child_fail(report_fd, CSB_STAGE_SIGNALS);
-    }
+    // Signals: the keeper set every disposition to the default before it
+    // cloned us (a copy of its table, not shared), so only the mask, which
+    // it keeps full, is emptied here.
     sigset_t empty;
     sigemptyset(&empty);
     if (sigprocmask(SIG_SETMASK, &empty, NULL) != 0) csb_child_fail(report_fd, CSB_STAGE_SIGNALS);
@@ -238,6 +236,25 @@ static pid_t csb_clone_child(const struct csb_child_plan *plan, int report_fd) {
 // uid or capabilities. The command, one level down, cannot signal the keeper.
 
 static const int csb_relayed_signals[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 };
+
+// rt_sigaction(2)'s own struct. glibc's sigaction refuses the two signals
+// it keeps for itself (32 and 33) with EINVAL, so a disposition of SIG_IGN
+// that the launcher inherited for them would reach the command through it.
+struct csb_kernel_sigaction {
+    void (*handler)(int);
+    unsigned long flags;
+    void (*restorer)(void);
+    uint64_t mask;
+};
+_Static_assert(sizeof(struct csb_kernel_sigaction) == 32, "the kernel's struct sigaction (x86-64, arm64)");
+enum { CSB_KERNEL_SIGNALS = 64 };
+
+static int csb_default_disposition(int signo) {
+    struct csb_kernel_sigaction action;
+    memset(&action, 0, sizeof(action));
+    action.handler = SIG_DFL;
+    return (int)syscall(SYS_rt_sigaction, signo, &action, NULL, sizeof(action.mask));
+}
 
 __attribute__((noreturn)) static void csb_keeper_fail(int report_fd, int message) {
     csb_report_send(report_fd, message, errno, 0, -1);
@@ -541,13 +558,12 @@ static int csb_keeper_enter_namespaces(const struct csb_child_plan *plan, const 
 __attribute__((noreturn)) static void csb_keeper(const struct csb_child_plan *plan, const struct csb_keeper_plan *keeper, int report_fd, int namespaces) {
     // Every signal stays blocked (the launcher blocked all before fork); the
     // ones we act on arrive through a signalfd. Default dispositions, since
-    // a launcher that ignores SIGCHLD would have its children auto-reaped.
-    struct sigaction default_action;
-    memset(&default_action, 0, sizeof(default_action));
-    default_action.sa_handler = SIG_DFL;
-    for (int signo = 1; signo < NSIG; signo++) {
+    // a launcher that ignores SIGCHLD would have its children auto-reaped,
+    // and an ignored signal survives the command's exec. The command's child
+    // is cloned with a copy of this table, so this is the only reset.
+    for (int signo = 1; signo <= CSB_KERNEL_SIGNALS; signo++) {
         if (signo == SIGKILL || signo == SIGSTOP) continue;
-        if (sigaction(signo, &default_action, NULL) != 0 && errno != EINVAL) csb_keeper_fail(report_fd, CSB_KEEPER_SIGNALS);
+        if (csb_default_disposition(signo) != 0) csb_keeper_fail(report_fd, CSB_KEEPER_SIGNALS);
     }
     // A session of our own: off the user's terminal, whose signals reach the
     // launcher, which forwards them once.

@@ -112,6 +112,29 @@ enum CLI {
         #expect(kept.status == 0 && kept.stdout == "C vt220 hunter2 unset\n", "\(kept)")
     }
 
+    /// Ignored signals survive exec: a launcher started with some ignored
+    /// (`nohup`, `trap ''`, even the two glibc keeps for itself, 32 and 33,
+    /// which its `sigaction` refuses to change) must not pass that on, nor
+    /// its blocked mask.
+    @Test func theCommandStartsWithDefaultSignalsWhateverTheLauncherIgnored() throws {
+        let home = CLI.Home()
+        let launcher = """
+            import ctypes, os, signal, sys
+            libc = ctypes.CDLL(None, use_errno=True)
+            ignore = (ctypes.c_ulong * 4)(1, 0, 0, 0)  # handler SIG_IGN, flags, restorer, mask
+            for signo in (32, 33):
+                assert libc.syscall(13, signo, ignore, None, 8) == 0  # rt_sigaction
+            for signo in (signal.SIGHUP, signal.SIGINT, signal.SIGPIPE, signal.SIGUSR1, signal.SIGTERM):
+                signal.signal(signo, signal.SIG_IGN)
+            signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGUSR2, signal.SIGWINCH])
+            os.execv(sys.argv[1], sys.argv[1:])
+            """
+        let result = try CLI.program(
+            "/usr/bin/python3", ["-c", launcher, CLI.binary, "run", "--app", "com.example.cli", "--",
+                                 "/bin/grep", "-E", "^Sig(Ign|Blk)", "/proc/self/status"], environment: home.environment)
+        #expect(result.status == 0 && result.stdout == "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n", "\(result)")
+    }
+
     @Test func deathBySignalIs128PlusN() throws {
         #expect(try CLI.run(["run", "--app", "com.example.cli", "--", "/bin/sh", "-c", "kill -KILL $$"]).status == 137)
     }

@@ -200,6 +200,28 @@ private let doubleFork = """
         #expect(Processes.carrying(marker).isEmpty)
     }
 
+    /// `wait()` returns once the keeper reported that every process ended,
+    /// without waiting for the keeper's own exit (its namespaces' teardown);
+    /// releasing the process reaps it, so no zombie is left behind.
+    @Test func theKeeperIsReapedWhenTheProcessIsReleased() throws {
+        let scratch = Scratch()
+        var request = LaunchRequest(
+            app: try AppID(Self.app), policy: .defaultPolicy, command: ["/bin/true"],
+            containerBase: scratch.containers, hostEnvironment: [:])
+        let null = open("/dev/null", O_RDWR | O_CLOEXEC)
+        defer { close(null) }
+        (request.standardInput, request.standardOutput, request.standardError) = (null, null, null)
+        var keeper: pid_t = 0
+        do {
+            let process = try ConfinementPlan(request).launch()
+            keeper = process.keeper.pid
+            #expect(try process.wait() == .exited(0))
+        }
+        var info = siginfo_t()
+        let result = waitid(P_PID, id_t(keeper), &info, WEXITED | WNOHANG | WNOWAIT)
+        #expect(result == -1 && errno == ECHILD, "the keeper \(keeper) was left unreaped")
+    }
+
     @Test func theCommandsPidAndSignalsStillWork() throws {
         let scratch = Scratch()
         var request = LaunchRequest(

@@ -5,7 +5,7 @@
 /// microseconds on stderr when the command has ended (Benchmarks/launch.sh
 /// takes medians). Off, a mark is one load and a branch.
 public enum LaunchPhases {
-    nonisolated(unsafe) private static let enabled = getenv("SANDBOXED_RUN_PHASES") != nil
+    private static let enabled = getenv("SANDBOXED_RUN_PHASES") != nil
     nonisolated(unsafe) private static var last = timespec()
     nonisolated(unsafe) private static var marks: [(name: StaticString, nanoseconds: Int)] = []
 
