@@ -363,11 +363,19 @@ static void csb_keeper_kill_children(int signal_fd) {
 // Ends every process of the command and returns its wait status. The
 // command is not reaped yet, so its pid, which is also its process group's
 // id (it called setsid), is still ours to signal.
+//
+// kill(-1) is bounded either by the signal scope or, for pid 1 of a pid
+// namespace of our own, by the namespace: it reaches only the processes the
+// caller's namespace can name, itself excepted (and with no /proc needed:
+// where the kernel refused the namespace's procfs, the host's /proc names
+// our children by host pids, which a getpid() of 1 never matches). Without
+// either, the keeper kills its children as the host's /proc lists them.
 static int csb_keeper_end(const struct csb_keeper_plan *keeper, int signal_fd, pid_t command) {
     int status = 0;
-    kill(keeper->scope_signals ? -1 : -command, SIGKILL);
+    int bounded = keeper->scope_signals || getpid() == 1;
+    kill(bounded ? -1 : -command, SIGKILL);
     waitpid(command, &status, __WALL);
-    if (keeper->scope_signals) csb_keeper_kill_domain();
+    if (bounded) csb_keeper_kill_domain();
     else csb_keeper_kill_children(signal_fd);
     return status;
 }

@@ -266,6 +266,60 @@ func hostProcess(running arguments: [String]) -> pid_t? {
     }
 }
 
+@Suite struct KeeperWithoutSignalScopeTests {
+    /// Below Landlock ABI 6 the keeper has no signal scope; as pid 1 of the
+    /// sandbox's pid namespace it must still end every process at once. It
+    /// used to look for its children in /proc, and where the kernel refused
+    /// the namespace's own procfs (as inside containers with masked /proc
+    /// paths) the host's /proc named them by host pids, which never matched
+    /// its pid of 1: it found nothing, waited a second, and left the orphans
+    /// to the namespace's teardown (found by this round's attacker review).
+    /// Here a seccomp filter makes Landlock unavailable and refuses the proc
+    /// and shm mounts (both MS_NOEXEC), as such a machine would.
+    @Test(.enabled(if: getuid() == 0 && Self.isX86_64, "root: the keeper gets a pid namespace without a user namespace; x86-64 syscall numbers"))
+    func orphansEndAtOnceInThePidNamespaceWithoutProcOrSignalScope() throws {
+        let home = CLI.Home()
+        let wrapper = """
+            import ctypes, os, struct, sys
+            def stmt(code, k, jt=0, jf=0): return struct.pack("HBBI", code, jt, jf, k)
+            LD_ABS, JEQ, JSET, RET = 0x20, 0x15, 0x45, 0x06
+            ALLOW, ERRNO = 0x7FFF0000, 0x00050000
+            program = b"".join([
+                stmt(LD_ABS, 0),                                   # nr
+                stmt(JEQ, 444, 0, 1), stmt(RET, ERRNO | 38),       # landlock_create_ruleset: ENOSYS
+                stmt(JEQ, 165, 0, 3),                              # mount
+                stmt(LD_ABS, 40),                                  # its flags
+                stmt(JSET, 8, 0, 1), stmt(RET, ERRNO | 1),         # MS_NOEXEC: EPERM
+                stmt(RET, ALLOW),
+            ])
+            buffer = ctypes.create_string_buffer(program)
+            class Program(ctypes.Structure):
+                _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+            libc = ctypes.CDLL(None, use_errno=True)
+            assert libc.prctl(38, 1, 0, 0, 0) == 0  # PR_SET_NO_NEW_PRIVS
+            assert libc.prctl(22, 2, ctypes.byref(Program(len(program) // 8, ctypes.addressof(buffer))), 0, 0) == 0
+            os.execv(sys.argv[1], sys.argv[1:])
+            """
+        let started = Date()
+        let result = try CLI.program(
+            "/usr/bin/python3", ["-c", wrapper, CLI.binary, "run", "--best-effort", "--app", "com.example.cli", "--",
+                                 "/bin/sh", "-c", "for i in 1 2 3; do setsid /bin/sh -c '/bin/sleep 60 &'; done; echo launched"],
+            environment: home.environment)
+        let elapsed = Date().timeIntervalSince(started)
+        #expect(result.status == 0 && result.stdout == "launched\n", "\(result)")
+        #expect(result.stderr.contains("NOT ENFORCED"), "Landlock was not made unavailable: \(result.stderr)")
+        #expect(elapsed < 0.8, "the keeper took \(elapsed) s to end the orphans")
+    }
+
+    static let isX86_64: Bool = {
+        #if arch(x86_64)
+        true
+        #else
+        false
+        #endif
+    }()
+}
+
 @Suite struct ContainerCommandTests {
     @Test func pathIsStableAndReinstallMovesIt() throws {
         let home = CLI.Home()

@@ -245,11 +245,6 @@ final class Keeper: @unchecked Sendable {
         _ = reap()
     }
 
-    /// Stops forwarding signals to it, without reaping it.
-    func stopForwarding() {
-        csb_forward_signals_stop(pid)
-    }
-
     /// The keeper's own wait status.
     func reap() -> CInt? {
         csb_forward_signals_stop(pid)  // its pid may be reused once reaped
@@ -307,13 +302,8 @@ public final class ConfinedProcess: @unchecked Sendable {
 
     /// Not waited for: the keeper ends every process of the command (when
     /// the request let the command die with its launcher) and is reaped.
-    /// Waited for: the keeper, which only had to exit, is reaped now.
     deinit {
-        if termination != nil {
-            _ = keeper.reap()
-        } else if keeper.endsWithLauncher {
-            keeper.abandon()
-        }
+        if termination == nil && keeper.endsWithLauncher { keeper.abandon() }
     }
 
     private var termination: Termination?
@@ -366,9 +356,7 @@ public final class ConfinedProcess: @unchecked Sendable {
             if fds[0].revents != 0 {
                 do {
                     switch try keeper.next() {
-                    case .exited(let value):
-                        status = value
-                        break loop
+                    case .exited(let value): status = value
                     case .ended: break loop
                     default: continue
                     }
@@ -383,11 +371,7 @@ public final class ConfinedProcess: @unchecked Sendable {
             keeper.abandon()  // ends the command: nobody would serve or reap it
             throw .setup(step: "waiting for the command", errno: failure)
         }
-        // Once it reported, every process of the command is gone and the
-        // keeper only exits: its namespaces' teardown (about 0.5 ms) is not
-        // waited for here, and `deinit` reaps it.
-        var keeperStatus: CInt?
-        if status == nil { keeperStatus = keeper.reap() } else { keeper.stopForwarding() }
+        let keeperStatus = keeper.reap()
         relay?.finish()
         guard let status else {
             let how = keeperStatus.map { $0 & 0x7F == 0 ? "exited with \(($0 >> 8) & 0xFF)" : "was killed by signal \($0 & 0x7F)" } ?? "vanished"
