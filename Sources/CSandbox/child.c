@@ -527,41 +527,24 @@ static int csb_nsfs_refuses_setattr(void) {
     return refused;
 }
 
-// Runs first in a keeper cloned into new namespaces, before its plan has
-// come: what needs nothing of the plan. Returns the csb_namespaces bits.
-static int csb_keeper_enter_namespaces(const struct csb_keeper_plan *early, int namespaces, int report_fd) {
+// Runs first in a keeper cloned into new namespaces; returns the csb_namespaces bits.
+static int csb_keeper_enter_namespaces(const struct csb_child_plan *plan, const struct csb_keeper_plan *keeper,
+                                       int namespaces, int report_fd) {
     if (namespaces & CSB_NAMESPACES_USER) {
         if (csb_write_proc_file("/proc/self/setgroups", "deny", 4) != 0 && errno != ENOENT) csb_keeper_fail(report_fd, CSB_KEEPER_ID_MAP);
-        if (csb_map_own_id("/proc/self/uid_map", early->uid) != 0) csb_keeper_fail(report_fd, CSB_KEEPER_ID_MAP);
-        if (csb_map_own_id("/proc/self/gid_map", early->gid) != 0) csb_keeper_fail(report_fd, CSB_KEEPER_ID_MAP);
+        if (csb_map_own_id("/proc/self/uid_map", keeper->uid) != 0) csb_keeper_fail(report_fd, CSB_KEEPER_ID_MAP);
+        if (csb_map_own_id("/proc/self/gid_map", keeper->gid) != 0) csb_keeper_fail(report_fd, CSB_KEEPER_ID_MAP);
     }
     // Nothing mounted here may propagate back to the host's namespace.
     if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) csb_keeper_fail(report_fd, CSB_KEEPER_MOUNT);
-    // A refused mount only means less: the command then gets no /proc, as
-    // without namespaces. Writable for now: the read-only mounts, if the plan
-    // asks for them, cover it with everything else.
-    if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) == 0) {
-        if (early->uid == 0) csb_mask_root_only_proc();
-        namespaces |= CSB_NAMESPACES_PROC;
-    }
-    return namespaces;
-}
-
-// Runs once the plan has come; returns the csb_namespaces bits.
-static int csb_keeper_finish_namespaces(const struct csb_child_plan *plan, const struct csb_keeper_plan *keeper,
-                                        int namespaces, int report_fd) {
-    // Before /dev/shm: the private tmpfs stays writable, and /proc (mounted
-    // already) becomes read-only with the rest: a root command owns /proc's
-    // global entries, and chmod on one (sysrq-trigger) would change it for
-    // the whole host.
+    // Before /dev/shm and /proc: the private tmpfs stays writable, and the
+    // new procfs is mounted read-only below.
     if (keeper->read_only_mounts) {
         if (!csb_nsfs_refuses_setattr() || csb_make_read_only_mounts(keeper) != 0) csb_keeper_fail(report_fd, CSB_KEEPER_READ_ONLY_MOUNTS);
         namespaces |= CSB_NAMESPACES_READ_ONLY_MOUNTS;
     }
-    if ((namespaces & CSB_NAMESPACES_PROC) && csb_rule_for_mount(plan->ruleset_fd, "/proc", keeper->proc_access) != 0) {
-        // No rule, no /proc for the command: a mount it cannot reach.
-        namespaces &= ~CSB_NAMESPACES_PROC;
-    }
+    // A missing /dev/shm or a refused mount only means less: the command
+    // then gets no /dev/shm and no /proc, as without namespaces.
     char options[64] = "mode=1777,size=";
     size_t at = strlen(options);
     options[at + csb_format_u64(options + at, keeper->shm_size)] = '\0';
@@ -569,201 +552,18 @@ static int csb_keeper_finish_namespaces(const struct csb_child_plan *plan, const
         && csb_rule_for_mount(plan->ruleset_fd, "/dev/shm", keeper->shm_access) == 0) {
         namespaces |= CSB_NAMESPACES_SHM;
     }
+    // Read-only with the rest: a root command owns /proc's global entries,
+    // and chmod on one (sysrq-trigger) would change it for the whole host.
+    unsigned long proc_flags = MS_NOSUID | MS_NODEV | MS_NOEXEC | (keeper->read_only_mounts ? MS_RDONLY : 0);
+    if (mount("proc", "/proc", "proc", proc_flags, NULL) == 0
+        && csb_rule_for_mount(plan->ruleset_fd, "/proc", keeper->proc_access) == 0) {
+        if (keeper->uid == 0) csb_mask_root_only_proc();
+        namespaces |= CSB_NAMESPACES_PROC;
+    }
     return namespaces;
 }
 
-// MARK: The plan's handover
-//
-// The keeper is forked before the launcher has built the plan, so that its
-// namespaces form while the launcher opens paths and builds rules. The plan
-// then comes through memory both share: an anonymous MAP_SHARED arena,
-// mapped before the fork at the same address in both, into which the
-// launcher copies every string and array (so the plan's pointers hold in the
-// keeper), while descriptors opened since the fork come with SCM_RIGHTS: in
-// the arena, a descriptor field holds its index among those passed. The
-// --keep-fd descriptors are open before the fork (checked before the launcher
-// opens anything) and are inherited at their own numbers, as before.
-
-enum { CSB_ARENA_SIZE = 16 << 20, CSB_MAX_PASSED_FDS = 3 + 2 + CSB_MAX_WRITABLE_MOUNTS, CSB_FDS_PER_MESSAGE = 250 };
-static const uint32_t CSB_HANDOVER_MAGIC = 0x73726b70;  // "srkp"
-
-struct csb_arena {
-    uint32_t magic;
-    uint32_t fd_count;
-    struct csb_child_plan plan;
-    struct csb_keeper_plan keeper;
-    size_t used;
-    _Alignas(16) unsigned char data[];
-};
-
-struct csb_handover_message { uint32_t magic; uint32_t count; };
-
-static void *csb_arena_take(struct csb_arena *arena, size_t size) {
-    size_t start = (arena->used + 15) & ~(size_t)15;
-    size_t room = CSB_ARENA_SIZE - offsetof(struct csb_arena, data);
-    if (start > room || size > room - start) return NULL;
-    arena->used = start + size;
-    return arena->data + start;
-}
-
-static int csb_arena_string(struct csb_arena *arena, const char *string, const char **out) {
-    if (string == NULL) { *out = NULL; return 0; }
-    size_t length = strlen(string) + 1;
-    char *copy = csb_arena_take(arena, length);
-    if (copy == NULL) return -1;
-    memcpy(copy, string, length);
-    *out = copy;
-    return 0;
-}
-
-static int csb_arena_strings(struct csb_arena *arena, const char *const *strings, size_t count_or_nul, int terminated,
-                             const char *const **out) {
-    size_t count = count_or_nul;
-    if (terminated) for (count = 0; strings[count] != NULL; count++) {}
-    const char **copy = csb_arena_take(arena, (count + 1) * sizeof(char *));
-    if (copy == NULL) return -1;
-    for (size_t i = 0; i < count; i++) if (csb_arena_string(arena, strings[i], &copy[i]) != 0) return -1;
-    copy[count] = NULL;
-    *out = copy;
-    return 0;
-}
-
-static int csb_arena_bytes(struct csb_arena *arena, const void *bytes, size_t size, const void **out) {
-    if (bytes == NULL) { *out = NULL; return 0; }
-    void *copy = csb_arena_take(arena, size);
-    if (copy == NULL) return -1;
-    memcpy(copy, bytes, size);
-    *out = copy;
-    return 0;
-}
-
-// An index among the descriptors passed (-1 stays -1).
-static int csb_pass_fd(int fd, int *fds, int *count) {
-    if (fd < 0) return -1;
-    fds[*count] = fd;
-    return (*count)++;
-}
-
-// Copies the plan into the arena; `fds` receives the descriptors to pass, in index order.
-static int csb_arena_fill(struct csb_arena *arena, const struct csb_child_plan *plan, const struct csb_keeper_plan *keeper,
-                          int *fds, int *fd_count) {
-    if (keeper->writable_count < 0 || keeper->writable_count > CSB_MAX_WRITABLE_MOUNTS || plan->kept_fds_count < 0) {
-        errno = E2BIG;
-        return -1;
-    }
-    arena->used = 0;
-    *fd_count = 0;
-    struct csb_child_plan *p = &arena->plan;
-    struct csb_keeper_plan *k = &arena->keeper;
-    *p = *plan;
-    *k = *keeper;
-    int failed = csb_arena_string(arena, plan->path, &p->path)
-        || csb_arena_strings(arena, (const char *const *)plan->argv, 0, 1, (const char *const **)&p->argv)
-        || csb_arena_strings(arena, (const char *const *)plan->envp, 0, 1, (const char *const **)&p->envp)
-        || csb_arena_string(arena, plan->working_directory, &p->working_directory)
-        || csb_arena_bytes(arena, plan->kept_fds, (size_t)plan->kept_fds_count * sizeof(int), (const void **)&p->kept_fds)
-        || csb_arena_bytes(arena, plan->seccomp_filter, (size_t)plan->seccomp_filter_length * 8, &p->seccomp_filter)
-        || csb_arena_bytes(arena, plan->seccomp_guard, (size_t)plan->seccomp_guard_length * 8, &p->seccomp_guard);
-    for (int i = 0; i < 3 && !failed; i++) failed = csb_arena_string(arena, plan->stdio_reopen[i], &p->stdio_reopen[i]);
-    if (!failed && keeper->writable_count > 0) {
-        failed = csb_arena_strings(arena, keeper->writable_paths, (size_t)keeper->writable_count, 0, &k->writable_paths);
-        int *indices = failed ? NULL : csb_arena_take(arena, (size_t)keeper->writable_count * sizeof(int));
-        if (indices == NULL) failed = 1;
-        for (int i = 0; i < keeper->writable_count && !failed; i++) indices[i] = csb_pass_fd(keeper->writable_fds[i], fds, fd_count);
-        k->writable_fds = indices;
-    }
-    if (failed) { errno = E2BIG; return -1; }
-    for (int i = 0; i < 3; i++) p->stdio[i] = csb_pass_fd(plan->stdio[i], fds, fd_count);
-    p->working_directory_fd = csb_pass_fd(plan->working_directory_fd, fds, fd_count);
-    p->ruleset_fd = csb_pass_fd(plan->ruleset_fd, fds, fd_count);
-    arena->fd_count = (uint32_t)*fd_count;
-    arena->magic = CSB_HANDOVER_MAGIC;
-    return 0;
-}
-
-static int csb_send_fds(int socket_fd, const int *fds, int count) {
-    union { char buf[CMSG_SPACE(sizeof(int) * CSB_FDS_PER_MESSAGE)]; struct cmsghdr align; } control;
-    int sent = 0;
-    do {
-        int chunk = count - sent < CSB_FDS_PER_MESSAGE ? count - sent : CSB_FDS_PER_MESSAGE;
-        struct csb_handover_message header = { .magic = CSB_HANDOVER_MAGIC, .count = (uint32_t)chunk };
-        struct iovec iov = { .iov_base = &header, .iov_len = sizeof(header) };
-        struct msghdr msg;
-        memset(&msg, 0, sizeof(msg));
-        msg.msg_iov = &iov;
-        msg.msg_iovlen = 1;
-        if (chunk > 0) {
-            memset(&control, 0, sizeof(control));
-            msg.msg_control = control.buf;
-            msg.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)chunk);
-            struct cmsghdr *cmsg = CMSG_FIRSTHDR(&msg);
-            cmsg->cmsg_level = SOL_SOCKET;
-            cmsg->cmsg_type = SCM_RIGHTS;
-            cmsg->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)chunk);
-            memcpy(CMSG_DATA(cmsg), fds + sent, sizeof(int) * (size_t)chunk);
-        }
-        ssize_t n;
-        do { n = sendmsg(socket_fd, &msg, MSG_NOSIGNAL); } while (n < 0 && errno == EINTR);
-        if (n != (ssize_t)sizeof(header)) return -1;
-        sent += chunk;
-    } while (sent < count);
-    return 0;
-}
-
-// In the keeper: waits for the plan. Returns 0 with the descriptors'
-// indices replaced by the received numbers, -1 when the launcher went away
-// (or sent what it never sends) before handing it over.
-static int csb_keeper_receive(int report_fd, struct csb_arena *arena) {
-    int received[CSB_MAX_PASSED_FDS];
-    int count = 0;
-    int expected = -1;
-    union { char buf[CMSG_SPACE(sizeof(int) * CSB_FDS_PER_MESSAGE)]; struct cmsghdr align; } control;
-    do {
-        struct csb_handover_message header;
-        struct iovec iov = { .iov_base = &header, .iov_len = sizeof(header) };
-        struct msghdr msg;
-        memset(&msg, 0, sizeof(msg));
-        msg.msg_iov = &iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = control.buf;
-        msg.msg_controllen = sizeof(control.buf);
-        ssize_t n;
-        do { n = recvmsg(report_fd, &msg, MSG_CMSG_CLOEXEC); } while (n < 0 && errno == EINTR);
-        int got = 0;
-        for (struct cmsghdr *cmsg = CMSG_FIRSTHDR(&msg); cmsg != NULL; cmsg = CMSG_NXTHDR(&msg, cmsg)) {
-            if (cmsg->cmsg_level != SOL_SOCKET || cmsg->cmsg_type != SCM_RIGHTS) continue;
-            int here = (int)((cmsg->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-            for (int i = 0; i < here; i++) {
-                int fd;
-                memcpy(&fd, CMSG_DATA(cmsg) + i * sizeof(int), sizeof(int));
-                if (count < CSB_MAX_PASSED_FDS) received[count++] = fd; else close(fd);
-                got++;
-            }
-        }
-        if (n != (ssize_t)sizeof(header) || header.magic != CSB_HANDOVER_MAGIC || (uint32_t)got != header.count
-            || (msg.msg_flags & (MSG_CTRUNC | MSG_TRUNC))) return -1;
-        if (expected < 0) {
-            if (arena->magic != CSB_HANDOVER_MAGIC || arena->fd_count > CSB_MAX_PASSED_FDS) return -1;
-            expected = (int)arena->fd_count;
-        }
-    } while (count < expected);
-    if (count != expected) return -1;
-    struct csb_child_plan *p = &arena->plan;
-    struct csb_keeper_plan *k = &arena->keeper;
-    int *slots[] = { &p->stdio[0], &p->stdio[1], &p->stdio[2], &p->working_directory_fd, &p->ruleset_fd };
-    for (size_t i = 0; i < sizeof(slots) / sizeof(slots[0]); i++) {
-        if (*slots[i] >= count) return -1;
-        if (*slots[i] >= 0) *slots[i] = received[*slots[i]];
-    }
-    int *writable = (int *)k->writable_fds;
-    for (int i = 0; i < k->writable_count; i++) {
-        if (writable[i] < 0 || writable[i] >= count) return -1;
-        writable[i] = received[writable[i]];
-    }
-    return 0;
-}
-
-__attribute__((noreturn)) static void csb_keeper(const struct csb_keeper_plan *early, struct csb_arena *arena, int report_fd, int namespaces) {
+__attribute__((noreturn)) static void csb_keeper(const struct csb_child_plan *plan, const struct csb_keeper_plan *keeper, int report_fd, int namespaces) {
     // Every signal stays blocked (the launcher blocked all before fork); the
     // ones we act on arrive through a signalfd. Default dispositions, since
     // a launcher that ignores SIGCHLD would have its children auto-reaped,
@@ -776,14 +576,9 @@ __attribute__((noreturn)) static void csb_keeper(const struct csb_keeper_plan *e
     // A session of our own: off the user's terminal, whose signals reach the
     // launcher, which forwards them once.
     if (setsid() < 0) csb_keeper_fail(report_fd, CSB_KEEPER_SESSION);
-    if (namespaces != 0) namespaces = csb_keeper_enter_namespaces(early, namespaces, report_fd);
-
-    if (csb_keeper_receive(report_fd, arena) != 0) _exit(0);  // nothing was started
-    const struct csb_child_plan *plan = &arena->plan;
-    const struct csb_keeper_plan *keeper = &arena->keeper;
     struct csb_child_plan child_plan = *plan;
     if (namespaces != 0) {
-        namespaces = csb_keeper_finish_namespaces(plan, keeper, namespaces, report_fd);
+        namespaces = csb_keeper_enter_namespaces(plan, keeper, namespaces, report_fd);
         // Inside a user namespace of its own the child holds every
         // capability there: it must drop them all, bounding set included.
         if (namespaces & CSB_NAMESPACES_USER) child_plan.drop_capabilities = 1;
@@ -813,11 +608,6 @@ __attribute__((noreturn)) static void csb_keeper(const struct csb_keeper_plan *e
     if (command < 0) csb_keeper_fail(report_fd, CSB_KEEPER_FORK);
     // The child's failure, if any, is already in the socket, ahead of this.
     csb_report_send(report_fd, CSB_KEEPER_RUNNING, 0, command, -1);
-    struct csb_keeper_plan kept = *keeper;  // the arena is the launcher's to release from here on
-    kept.writable_paths = NULL;
-    kept.writable_fds = NULL;
-    munmap(arena, CSB_ARENA_SIZE);
-    keeper = &kept;
     csb_close_all_but(report_fd, signal_fd);
 
     int watch_launcher = 1;
@@ -825,7 +615,7 @@ __attribute__((noreturn)) static void csb_keeper(const struct csb_keeper_plan *e
         struct pollfd fds[2] = { { .fd = signal_fd, .events = POLLIN }, { .fd = report_fd, .events = POLLIN } };
         if (poll(fds, watch_launcher ? 2 : 1, -1) < 0) continue;
         if (watch_launcher && fds[1].revents != 0) {
-            // The launcher sends nothing more: readiness means its end closed.
+            // The launcher sends nothing: readiness means its end closed.
             char byte;
             ssize_t got = recv(report_fd, &byte, 1, MSG_DONTWAIT);
             if (got == 0 || (got < 0 && errno != EAGAIN) || (fds[1].revents & (POLLHUP | POLLERR | POLLNVAL))) {
@@ -874,16 +664,10 @@ static pid_t csb_clone_namespaced(int flags) {
     return (pid_t)syscall(SYS_clone, (unsigned long)(flags | SIGCHLD), NULL, NULL, NULL, 0UL);
 }
 
-int csb_keeper_start(const struct csb_keeper_plan *early, int require_namespaces, struct csb_keeper_handle *handle) {
-    void *arena = mmap(NULL, CSB_ARENA_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (arena == MAP_FAILED) return -1;
+int csb_spawn_kept(const struct csb_child_plan *plan, const struct csb_keeper_plan *keeper,
+                   pid_t *keeper_pid, int *keeper_pidfd, int *report_fd) {
     int sockets[2];
-    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sockets) != 0) {
-        int saved = errno;
-        munmap(arena, CSB_ARENA_SIZE);
-        errno = saved;
-        return -1;
-    }
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sockets) != 0) return -1;
     // Block every signal so no handler of ours runs in the keeper; it keeps
     // them blocked, and we restore our mask right after fork.
     sigset_t all, old;
@@ -891,96 +675,50 @@ int csb_keeper_start(const struct csb_keeper_plan *early, int require_namespaces
     pthread_sigmask(SIG_SETMASK, &all, &old);
     pid_t pid = -1;
     int namespaces = 0;
-    if (early->private_namespaces) {
+    if (keeper->private_namespaces) {
         // Root needs no user namespace; anyone else may be refused one
         // (Ubuntu's AppArmor, a sysctl): then the keeper is a plain fork.
         if (geteuid() == 0) {
             pid = csb_clone_namespaced(CLONE_NEWNS | CLONE_NEWPID);
             if (pid >= 0) namespaces = CSB_NAMESPACES_PID_MOUNT;
         }
-        if (pid < 0 && early->user_namespace_allowed) {
+        if (pid < 0 && keeper->user_namespace_allowed) {
             pid = csb_clone_namespaced(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWUSER);
             if (pid >= 0) namespaces = CSB_NAMESPACES_PID_MOUNT | CSB_NAMESPACES_USER;
         }
     }
-    if (pid < 0 && require_namespaces) {
+    if (pid < 0 && keeper->read_only_mounts) {
+        // The filter lets metadata calls through only for read-only mounts.
         pthread_sigmask(SIG_SETMASK, &old, NULL);
         close(sockets[0]);
         close(sockets[1]);
-        munmap(arena, CSB_ARENA_SIZE);
         return CSB_SPAWN_NO_NAMESPACES;
     }
     if (pid < 0) pid = csb_fork();
     if (pid == 0) {
         close(sockets[0]);  // only the launcher may hold this end: its closing is the keeper's cue
-        csb_keeper(early, arena, sockets[1], namespaces);
+        csb_keeper(plan, keeper, sockets[1], namespaces);
     }
     int saved = errno;
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     close(sockets[1]);
     if (pid < 0) {
         close(sockets[0]);
-        munmap(arena, CSB_ARENA_SIZE);
         errno = saved;
         return -1;
     }
     int fd = csb_pidfd_open(pid);
     if (fd < 0) {
         saved = errno;
-        close(sockets[0]);  // the keeper exits, waiting for its plan
+        kill(pid, SIGKILL);  // the command, if started, dies with it (PR_SET_PDEATHSIG)
         waitpid(pid, NULL, 0);
-        munmap(arena, CSB_ARENA_SIZE);
+        close(sockets[0]);
         errno = saved;
         return -1;
     }
-    handle->pid = pid;
-    handle->pidfd = fd;
-    handle->report_fd = sockets[0];
-    handle->namespaces = namespaces;
-    handle->arena = arena;
-    return 0;
-}
-
-void csb_keeper_release_arena(struct csb_keeper_handle *handle) {
-    if (handle->arena != NULL) munmap(handle->arena, CSB_ARENA_SIZE);
-    handle->arena = NULL;
-}
-
-int csb_keeper_send(const struct csb_keeper_handle *handle, const struct csb_child_plan *plan, const struct csb_keeper_plan *keeper) {
-    int fds[CSB_MAX_PASSED_FDS];
-    int count = 0;
-    if (handle->arena == NULL) { errno = EINVAL; return -1; }
-    if (csb_arena_fill(handle->arena, plan, keeper, fds, &count) != 0) return -1;
-    if (csb_send_fds(handle->report_fd, fds, count) == 0) return 0;
-    // A keeper that failed before taking its plan has closed its end: its
-    // report of why is still there to read.
-    return errno == EPIPE || errno == ECONNRESET ? 0 : -1;
-}
-
-void csb_keeper_abandon(struct csb_keeper_handle *handle) {
-    csb_keeper_release_arena(handle);
-    close(handle->report_fd);  // the keeper, waiting for its plan, exits
-    siginfo_t info;
-    while (waitid((idtype_t)P_PIDFD, (id_t)handle->pidfd, &info, WEXITED) != 0 && errno == EINTR) {}
-    close(handle->pidfd);
-    handle->report_fd = handle->pidfd = -1;
-}
-
-int csb_spawn_kept(const struct csb_child_plan *plan, const struct csb_keeper_plan *keeper,
-                   pid_t *keeper_pid, int *keeper_pidfd, int *report_fd) {
-    struct csb_keeper_handle handle;
-    int started = csb_keeper_start(keeper, keeper->read_only_mounts, &handle);
-    if (started != 0) return started;
-    if (csb_keeper_send(&handle, plan, keeper) != 0) {
-        int saved = errno;
-        csb_keeper_abandon(&handle);
-        errno = saved;
-        return -1;
-    }
-    csb_keeper_release_arena(&handle);
-    *keeper_pid = handle.pid;
-    *keeper_pidfd = handle.pidfd;
-    *report_fd = handle.report_fd;
+    *keeper_pid = pid;
+    *keeper_pidfd = fd;
+    *report_fd = sockets[0];
     return 0;
 }
 

@@ -157,10 +157,6 @@ struct RunOptions {
         LaunchPhases.mark("arguments")
         let policy = try PolicyChoice.load(self.policy, app: try AppID(app))
         LaunchPhases.mark("policy")
-        // Forked now, so that its namespaces form while the plan is built
-        // (the kept descriptors, checked above, are open: it inherits them).
-        let keeper = ConfinementPlan.startKeeper(privateNamespaces: true)
-        LaunchPhases.mark("keeper started")
         var host = Environment.current
         for (name, value) in Environment.variables(keptEnvironment) { host[name] = value }
         var request = LaunchRequest(
@@ -201,7 +197,7 @@ struct RunOptions {
         }
         // Catch termination signals from now on, forward them once the child exists.
         ConfinedProcess.holdTerminationSignals()
-        let process = try plan.launch(keeper: keeper)
+        let process = try plan.launch()
         if report {
             Console.error(process.namespaces.contains(.readOnlyMounts)
                 ? "metadata changes: native in the writable folders, refused elsewhere by read-only mounts (EROFS)"

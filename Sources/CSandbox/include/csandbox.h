@@ -299,31 +299,6 @@ static const uint32_t CSB_LANDLOCK_RESTRICT_SELF_LOG_SAME_EXEC_OFF = 1U << 0;  /
 int csb_spawn_kept(const struct csb_child_plan *plan, const struct csb_keeper_plan *keeper,
                    pid_t *keeper_pid, int *keeper_pidfd, int *report_fd);
 
-/// A keeper forked before its plan (`csb_keeper_start`).
-struct csb_keeper_handle {
-    pid_t pid;
-    int pidfd;
-    int report_fd;    // the launcher's end of the report socket
-    int namespaces;   // CSB_NAMESPACES_PID_MOUNT and CSB_NAMESPACES_USER, as the clone got them
-    void *arena;      // shared with the keeper until the plan is sent
-};
-
-/// `csb_spawn_kept` in two steps, so that the keeper's namespaces form
-/// (its /proc mounted, masked for root) while the launcher builds the plan.
-/// Only `private_namespaces`, `user_namespace_allowed`, `uid` and `gid` of
-/// `early` are read. With `require_namespaces`, a kernel that refuses them
-/// gets CSB_SPAWN_NO_NAMESPACES and no keeper. Descriptors the plan names
-/// are passed with SCM_RIGHTS, but `kept_fds`, which must be open before
-/// this call: the keeper inherits them at their numbers.
-int csb_keeper_start(const struct csb_keeper_plan *early, int require_namespaces, struct csb_keeper_handle *handle);
-/// Hands the plan over; the keeper then proceeds as `csb_spawn_kept`'s
-/// does. 0 also when the keeper already failed (its report says why).
-int csb_keeper_send(const struct csb_keeper_handle *handle, const struct csb_child_plan *plan, const struct csb_keeper_plan *keeper);
-/// Unmaps the launcher's view of the shared arena (after the plan was sent).
-void csb_keeper_release_arena(struct csb_keeper_handle *handle);
-/// For a keeper never sent its plan: closes the socket, so that it exits, and reaps it.
-void csb_keeper_abandon(struct csb_keeper_handle *handle);
-
 /// Stops forwarding to `pid` (the keeper, about to be reaped, so that its pid
 /// cannot be reused under the handler): signals are held again, as with 0.
 void csb_forward_signals_stop(pid_t pid);

@@ -6,11 +6,7 @@ extension ConfinementPlan {
     /// Forks the keeper, which starts the child that applies the plan and
     /// execs. Returns once the exec succeeded; a failure before it is
     /// reported as a `SandboxError`.
-    ///
-    /// `keeper`: one started by `ConfinementPlan.startKeeper` before this
-    /// plan was built, with the same `privateNamespaces`; without it, the
-    /// keeper is forked now.
-    public func launch(keeper early: EarlyKeeper? = nil) throws(SandboxError) -> ConfinedProcess {
+    public func launch() throws(SandboxError) -> ConfinedProcess {
         let kept = request.keptDescriptors.filter { $0 > 2 }
         for fd in kept where fcntl(fd, F_GETFD) < 0 {
             throw .usage("--keep-fd \(fd): that descriptor is not open in the launcher")
@@ -31,19 +27,13 @@ extension ConfinementPlan {
             }
         }
         if kept.contains(where: { Self.handover(of: $0, reopenable: false) != .asIs }) { reopen = nil }
-        // Read-only mounts need the namespaces, which an early keeper may not have got.
-        if let early, !early.hasNamespaces { reopen = nil }
-        var early = early
-        if let reopen {
-            defer { early = nil }  // used, or abandoned by the refused attempt
-            if let process = try launch(stdio: stdio, kept: kept, relay: relay, reopen: reopen, early: early) {
-                return process
-            }
+        if let reopen, let process = try launch(stdio: stdio, kept: kept, relay: relay, reopen: reopen) {
+            return process
         }
         // Refused before the command started (no namespaces, a mount the
         // kernel would not make read-only, a device not found again): the
         // supervisor decides every metadata change instead.
-        guard let process = try launch(stdio: stdio, kept: kept, relay: relay, reopen: nil, early: early) else {
+        guard let process = try launch(stdio: stdio, kept: kept, relay: relay, reopen: nil) else {
             throw .setup(step: "starting the command", errno: .noSuchProcess)
         }
         return process
@@ -52,7 +42,7 @@ extension ConfinementPlan {
     /// One launch: with `reopen`, under read-only mounts (nil returned when
     /// they could not be made and nothing ran), else supervised.
     private func launch(
-        stdio: (CInt, CInt, CInt), kept: [CInt], relay: TerminalRelay?, reopen: [[UInt8]?]?, early: EarlyKeeper?
+        stdio: (CInt, CInt, CInt), kept: [CInt], relay: TerminalRelay?, reopen: [[UInt8]?]?
     ) throws(SandboxError) -> ConfinedProcess? {
         let argv = CStringArray(arguments)
         let envp = CStringArray(bytes: environment)
@@ -63,7 +53,7 @@ extension ConfinementPlan {
         var keeperPID: pid_t = 0
         var pidfd: CInt = -1
         var reportFD: CInt = -1
-        // The keeper gets its own copy of everything below (see csb_keeper_send).
+        // The keeper is a fork: it reads its own copy of everything below.
         let filter = try filter(readOnlyMounts: readOnly)
         let filterBytes = filter ?? []
         let guardBytes = terminalGuard ?? []
@@ -114,18 +104,7 @@ extension ConfinementPlan {
                                 keeper.writable_paths = UnsafeRawPointer(writable.pointer).assumingMemoryBound(to: UnsafePointer<CChar>?.self)
                                 keeper.writable_fds = fds.baseAddress
                                 keeper.writable_count = readOnly ? CInt(fds.count) : 0
-                                guard var handle = early?.take() else {
-                                    return csb_spawn_kept(&plan, &keeper, &keeperPID, &pidfd, &reportFD)
-                                }
-                                if csb_keeper_send(&handle, &plan, &keeper) != 0 {
-                                    let error = errno
-                                    csb_keeper_abandon(&handle)
-                                    errno = error
-                                    return -1
-                                }
-                                csb_keeper_release_arena(&handle)
-                                (keeperPID, pidfd, reportFD) = (handle.pid, handle.pidfd, handle.report_fd)
-                                return 0
+                                return csb_spawn_kept(&plan, &keeper, &keeperPID, &pidfd, &reportFD)
                             }
                         }
                     }
@@ -208,48 +187,6 @@ extension ConfinementPlan {
             CSB_STAGE_REOPEN.rawValue: "opening stdin/stdout/stderr's device again in the sandbox's namespace",
         ]
         return .setup(step: steps[UInt32(stage)] ?? "child stage \(stage)", errno: errno)
-    }
-}
-
-/// A keeper forked before its plan is built, so that its namespaces form
-/// (a procfs mounted, masked for root) while the launcher opens paths and
-/// builds rules: `ConfinementPlan.startKeeper`, then `launch(keeper:)`.
-/// Dropped unused, it is told to exit and reaped.
-public final class EarlyKeeper: @unchecked Sendable {
-    private var handle: csb_keeper_handle
-    private var taken = false
-
-    fileprivate init(handle: csb_keeper_handle) { self.handle = handle }
-
-    /// Whether the kernel gave it pid and mount namespaces of its own.
-    var hasNamespaces: Bool { handle.namespaces & CInt(CSB_NAMESPACES_PID_MOUNT.rawValue) != 0 }
-
-    /// Its handle, once: the caller sends it its plan or abandons it.
-    func take() -> csb_keeper_handle? {
-        if taken { return nil }
-        taken = true
-        return handle
-    }
-
-    deinit {
-        if !taken { csb_keeper_abandon(&handle) }
-    }
-}
-
-extension ConfinementPlan {
-    /// Forks the keeper now, for a request whose `privateNamespaces` is
-    /// `privateNamespaces`; its `keptDescriptors` must be open already (the
-    /// keeper inherits them). Nil when the fork failed: `launch()` then
-    /// forks one itself and reports why it cannot.
-    public static func startKeeper(privateNamespaces: Bool) -> EarlyKeeper? {
-        var early = csb_keeper_plan()
-        early.private_namespaces = privateNamespaces ? 1 : 0
-        early.user_namespace_allowed = 1
-        early.uid = geteuid()
-        early.gid = getegid()
-        var handle = csb_keeper_handle()
-        guard csb_keeper_start(&early, 0, &handle) == 0 else { return nil }
-        return EarlyKeeper(handle: handle)
     }
 }
 
