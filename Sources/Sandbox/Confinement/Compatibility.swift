@@ -79,8 +79,9 @@ extension KernelFeatures {
             landlock("signals and abstract unix sockets limited to the sandbox", 6,
                      "the command can signal and connect to processes outside"),
             landlock("every process the command starts ends with it", 6,
-                     "the command's process group and the orphans the keeper inherits are killed, but a process that "
-                         + "forks faster than that, or that kills the keeper (the command can), is not killed"),
+                     "in a pid namespace of the sandbox's own (when the kernel grants one) every process still ends; "
+                         + "without one, the command's process group and the orphans the keeper inherits are killed, but a "
+                         + "process that forks faster than that, or that kills the keeper (the command can), is not killed"),
         ]
         let restrictsTCP = policy.tcpConnectPorts != nil || policy.tcpBindPorts != nil || policy.networkClient != policy.networkServer
         if restrictsTCP {
