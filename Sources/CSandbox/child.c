@@ -338,8 +338,9 @@ static int csb_kill_listed_children(void) {
     return killed;
 }
 
-// Without Landlock's signal scope, kill(-1) would reach the user's other
-// processes. Kill the children the keeper has, generation by generation (a
+// Without Landlock's signal scope or a pid namespace of our own, kill(-1)
+// would reach the user's other processes. Kill the children the keeper has
+// (as this /proc, the host's, names them), generation by generation (a
 // killed process's orphans become ours), until none is left, or give up
 // after a second of finding nothing to kill while some child still lives
 // (no /proc): those processes are not killed, as the report says.

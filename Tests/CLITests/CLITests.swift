@@ -123,7 +123,7 @@ enum CLI {
             libc = ctypes.CDLL(None, use_errno=True)
             ignore = (ctypes.c_ulong * 4)(1, 0, 0, 0)  # handler SIG_IGN, flags, restorer, mask
             for signo in (32, 33):
-                assert libc.syscall(13, signo, ignore, None, 8) == 0  # rt_sigaction
+                assert libc.syscall(\(Self.rtSigaction), signo, ignore, None, 8) == 0
             for signo in (signal.SIGHUP, signal.SIGINT, signal.SIGPIPE, signal.SIGUSR1, signal.SIGTERM):
                 signal.signal(signo, signal.SIG_IGN)
             signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGUSR2, signal.SIGWINCH])
@@ -134,6 +134,15 @@ enum CLI {
                                  "/bin/grep", "-E", "^Sig(Ign|Blk)", "/proc/self/status"], environment: home.environment)
         #expect(result.status == 0 && result.stdout == "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n", "\(result)")
     }
+
+    /// rt_sigaction's number.
+    static let rtSigaction: Int = {
+        #if arch(x86_64)
+        13
+        #else
+        134  // arm64, and every architecture with the generic table
+        #endif
+    }()
 
     @Test func deathBySignalIs128PlusN() throws {
         #expect(try CLI.run(["run", "--app", "com.example.cli", "--", "/bin/sh", "-c", "kill -KILL $$"]).status == 137)
