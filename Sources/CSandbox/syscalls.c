@@ -568,7 +568,7 @@ void csb_loaded_objects(void (*visit)(const char *path, void *context), void *co
 
 // A no-op chmod (the mode each already has), with whatever capabilities the
 // caller holds: a kernel that lets it through lets the inode's owner through.
-static int csb_refuses_noop_chmod(int fd) {
+int csb_refuses_noop_chmod(int fd) {
     if (fd < 0) return 0;
     struct stat status;
     int refused = fstat(fd, &status) == 0 && fchmod(fd, status.st_mode & 07777) != 0

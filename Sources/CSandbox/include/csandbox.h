@@ -278,6 +278,10 @@ enum csb_keeper_message {
 /// owns: read-only mounts cannot guard them, so the keeper makes none
 /// unless this holds (Linux 6.15 on). Probed with a no-op fchmod.
 int csb_internal_inodes_refuse_setattr(void);
+/// 1 when the kernel refuses a no-op `fchmod` (the mode it has) on `fd`
+/// (EPERM or EOPNOTSUPP), 0 otherwise or for -1; closes `fd`.
+/// Async-signal-safe: the keeper calls it after fork.
+int csb_refuses_noop_chmod(int fd);
 
 /// `csb_spawn_kept`'s answer when `read_only_mounts` was asked and the kernel
 /// refused the namespaces: no keeper was started.
