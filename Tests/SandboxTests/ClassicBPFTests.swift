@@ -248,6 +248,34 @@ import CSandbox
         ])
     }
 
+    @Test func accessModeThreeIsRefusedWhereverTheFileIs() throws {
+        // Mode 3 asks Landlock for no right at all: refused by the guard
+        // itself, whatever else the flags say; modes 0 to 2 are Landlock's.
+        let scratch = Scratch()
+        let file = scratch.file("file.txt", "x")
+        let code = """
+            path = sys.argv[3].encode()
+            report("open-3", libc.open(path, 3))
+            report("openat-3", libc.openat(-100, path, 3))
+            report("openat-3-creat", libc.openat(-100, path, 3 | os.O_CREAT, 0o600))
+            report("openat-3-nonblock-cloexec", libc.openat(-100, path, 3 | os.O_NONBLOCK | os.O_CLOEXEC))
+            report("openat-3-high-bits", libc.syscall(257, -100, path, (1 << 32) | 3))
+            report("openat-rdwr", libc.openat(-100, path, os.O_RDWR))
+            report("openat-path", libc.openat(-100, path, os.O_PATH | 3))
+            """
+        let (bare, guarded) = try run(code, [file])
+        #expect(bare == [
+            "open-3 ok", "openat-3 ok", "openat-3-creat ok", "openat-3-nonblock-cloexec ok", "openat-3-high-bits ok",
+            "openat-rdwr ok", "openat-path ok",
+        ])
+        // O_PATH ignores the access mode, and Landlock's rules still hold for
+        // its later uses; it is refused here too, as mode 3 by its bits.
+        #expect(guarded == [
+            "open-3 EACCES", "openat-3 EACCES", "openat-3-creat EACCES", "openat-3-nonblock-cloexec EACCES",
+            "openat-3-high-bits EACCES", "openat-rdwr ok", "openat-path EACCES",
+        ])
+    }
+
     @Test func schedulingOfOtherProcessesIsRefused() throws {
         let sleeper = try Sleeper()
         let other = try Sleeper(uid: 4242)

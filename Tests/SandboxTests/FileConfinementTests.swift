@@ -214,6 +214,42 @@ import SystemPackage
         #expect(confined.output.last?.hasPrefix("made \(container.temporary)/") == true)
     }
 
+    @Test func openingWithNeitherReadNorWriteAccessIsRefused() throws {
+        // Access mode 3 ("check read and write permission, allow neither")
+        // asks Landlock for no right: it opened any file and device node the
+        // uid may, and the descriptor read extended attributes and inode
+        // flags of files the policy never named.
+        let scratch = Scratch()
+        let download = scratch.file("statement.pdf")
+        try HostileAppFilterTests.setOrigin(of: download)
+        var paths = [download]
+        if getuid() == 0 {
+            // Opening a device runs its driver's open routine (a watchdog
+            // starts, a tape rewinds): a node of /dev/null's numbers, here.
+            let device = scratch.path + "/device"
+            try #require(mknod(device, S_IFCHR | 0o600, dev_t((1 << 8) | 3)) == 0)
+            paths.append(device)
+        }
+        let code = Attack.prelude + """
+            import fcntl
+            fd = -1
+            def open3():
+                global fd
+                fd = os.open(sys.argv[1], 3)
+            attempt("open-3", open3)
+            if fd >= 0:
+                attempt("fgetxattr", lambda: print(os.getxattr(fd, "user.xdg.origin.url")))
+                attempt("FS_IOC_GETFLAGS", lambda: fcntl.ioctl(fd, 0x80086601, bytes(8)))
+            for device in sys.argv[2:]:
+                attempt("device-open-3", lambda: os.open(device, 3))
+            """
+        let args = [Run.python, "-c", code] + paths
+        let device = getuid() == 0 ? ["device-open-3 ok"] : []
+        #expect(try Run.unconfined(args).output == ["open-3 ok", "b'https://example.com/x'", "fgetxattr ok", "FS_IOC_GETFLAGS ok"] + device)
+        let confined = try Run.confined(args, in: scratch)
+        #expect(confined.output == ["open-3 EACCES"] + device.map { _ in "device-open-3 EACCES" }, "\(confined.stderr)")
+    }
+
     @Test func handleBasedOpensAreRefused() throws {
         let code = Attack.prelude + """
             class FileHandle(ctypes.Structure):

@@ -490,6 +490,14 @@ extension SyscallFilter {
     static let creatingOpenFlags: UInt32 = 0x40 | 0x40_0000
     /// S_ISUID | S_ISGID.
     static let setIDBits: UInt32 = 0o6000
+    /// O_ACCMODE, and Linux's access mode 3 ("check for read and write
+    /// permission, then allow neither"). Landlock asks for no right at all
+    /// to open a file in this mode, so it would open any file or device the
+    /// caller's uid may: the device's open routine runs, and the descriptor
+    /// carries fgetxattr, flistxattr and the file ioctls the guard allows
+    /// (inode flags, extents), on files the policy never named.
+    static let accessModeMask: UInt32 = 0o3
+    static let accessModeThree: UInt32 = 0o3
 
     /// The second filter, hand-written classic BPF for what libseccomp
     /// cannot say: it drops conditional rules next to an unconditional rule
@@ -500,6 +508,8 @@ extension SyscallFilter {
     /// one only ever narrows what the main filter allows:
     /// - ioctl: the requests real tools use (see `IoctlRequest`), terminal
     ///   takeover and inode attribute changes EPERM, anything else ENOTTY;
+    /// - open, openat: EACCES for access mode 3, which Landlock lets open
+    ///   anything (see `accessModeThree`);
     /// - open, openat, creat, mknod, mknodat: EPERM for a set-user-ID or
     ///   set-group-ID mode (open's mode only counts with O_CREAT or
     ///   O_TMPFILE); openat2 hides its mode in a struct: ENOSYS, and libc
@@ -529,6 +539,7 @@ extension SyscallFilter {
         let fcntl = program.newLabel("fcntl"), setpriority = program.newLabel("setpriority")
         let pidIn = [0, 1].map { program.newLabel("pid-in-\($0)") }
         let allow = program.newLabel("allow"), eperm = program.newLabel("eperm"), enosys = program.newLabel("enosys")
+        let eacces = program.newLabel("eacces")
 
         program.load(Field.arch)
         program.jump(if: .equal, seccomp_arch_native(), else: enosys)
@@ -561,12 +572,17 @@ extension SyscallFilter {
         }
         program.ret(Self.errnoAction(ENOTTY))
 
-        program.place(openat)
-        program.load(Field.low(2))
-        program.jump(if: .anyBitSet, Self.creatingOpenFlags, then: modeIn[2], else: allow)
-        program.place(open)
-        program.load(Field.low(1))
-        program.jump(if: .anyBitSet, Self.creatingOpenFlags, then: modeIn[1], else: allow)
+        // Access mode 3 first: Landlock checks nothing for it (see
+        // `accessModeThree`), so it is refused wherever the file is.
+        let flagsIn = [(openat, UInt32(2), 2), (open, UInt32(1), 1)]
+        for (label, argument, modeArgument) in flagsIn {
+            program.place(label)
+            program.load(Field.low(argument))
+            program.and(Self.accessModeMask)
+            program.jump(if: .equal, Self.accessModeThree, then: eacces)
+            program.load(Field.low(argument))
+            program.jump(if: .anyBitSet, Self.creatingOpenFlags, then: modeIn[modeArgument], else: allow)
+        }
         for (argument, label) in zip([UInt32(1), 2, 3], modeIn) {
             program.place(label)
             program.load(Field.low(argument))
@@ -595,6 +611,8 @@ extension SyscallFilter {
         program.ret(Self.errnoAction(EPERM))
         program.place(enosys)
         program.ret(Self.errnoAction(ENOSYS))
+        program.place(eacces)
+        program.ret(Self.errnoAction(EACCES))
         return program
     }
 }
