@@ -227,15 +227,14 @@ public final class GrantBroker {
     /// comparing inodes along ".." as Landlock does, so symlinks and bind
     /// mounts change nothing.
     public func checkNotProtected(_ folder: OwnedDescriptor, path: FilePath) throws(GrantError) {
-        for protected in protectedFolders {
-            // The state folder is the one checked and held open, whatever its path names now.
-            guard let guarded = protected == state.path ? state.descriptor : try? OwnedDescriptor.openPath(FilePath(protected), follow: true) else {
-                continue  // absent: nothing there to expose
-            }
-            // An error walking up is a refusal: fail closed.
-            if (try? Ancestry.overlaps(folder, guarded)) != false {
-                throw .protectedFolder(folder: "\(path)", protected: protected)
-            }
+        // The state folder is the one checked and held open, whatever its
+        // path names now; an absent folder has nothing to expose.
+        let guarded = protectedFolders.map { protected in
+            protected == state.path ? state.descriptor : try? OwnedDescriptor.openPath(FilePath(protected), follow: true)
+        }
+        // An error walking up is a refusal: fail closed.
+        if let index = Ancestry.firstOverlap(of: folder, among: guarded) {
+            throw .protectedFolder(folder: "\(path)", protected: protectedFolders[index])
         }
     }
 

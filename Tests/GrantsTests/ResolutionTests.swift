@@ -194,8 +194,24 @@ import Sandbox
         let home = Home()
         let broker = try home.broker()
         try FileManager.default.createDirectory(atPath: home.containers, withIntermediateDirectories: true)
-        for folder in [home.path, home.path + "/state", home.statePath, home.statePath + "/keys", home.containers, "/"] {
-            #expect(throws: GrantError.self, "\(folder)") { try broker.grant(app: memo, folder: folder, access: .readOnly) }
+        // Each refusal names the protected folder it overlaps: the state
+        // first (it is checked first), the containers when only they overlap.
+        let expected = [
+            home.path: home.statePath, home.path + "/state": home.statePath, home.statePath: home.statePath,
+            home.statePath + "/keys": home.statePath, home.containers: home.containers, home.containers + "/memo": home.containers,
+            "/": home.statePath,
+        ]
+        try FileManager.default.createDirectory(atPath: home.containers + "/memo", withIntermediateDirectories: true)
+        _ = try broker.grant(app: memo, folder: try home.folder("vault"), access: .readOnly)  // makes the keys folder
+        for (folder, protected) in expected {
+            do {
+                _ = try broker.grant(app: memo, folder: folder, access: .readOnly)
+                Issue.record("\(folder) was granted")
+            } catch .protectedFolder(_, let named) {
+                #expect(named == protected, "\(folder)")
+            } catch {
+                Issue.record("\(folder): \(error)")
+            }
         }
         // Through a symlink too: the check compares inodes, not paths.
         let link = home.path + "/user/innocent"

@@ -133,6 +133,21 @@ public enum Ancestry {
         overlaps(try chain(of: folder), try chain(of: other))
     }
 
+    /// The first of `others` that `folder` is, holds or lies inside, or
+    /// whose place could not be proven apart (a walk that fails counts as an
+    /// overlap: fail closed); nil when `folder` is apart from all of them.
+    /// `folder`'s chain is walked once, each other's once; a nil other is
+    /// skipped (absent: nothing there to overlap).
+    public static func firstOverlap(of folder: OwnedDescriptor, among others: [OwnedDescriptor?]) -> Int? {
+        let mine = try? chain(of: folder)
+        for (index, other) in others.enumerated() {
+            guard let other else { continue }
+            guard let mine, let theirs = try? chain(of: other) else { return index }
+            if overlaps(mine, theirs) { return index }
+        }
+        return nil
+    }
+
     /// The same, for chains already walked.
     static func overlaps(_ mine: [InodeIdentity], _ theirs: [InodeIdentity]) -> Bool {
         mine.contains(theirs[0]) || theirs.contains(mine[0])
