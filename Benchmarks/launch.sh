@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Launch cost of `sandboxed-run run -- /bin/true` (and with one grant)
-# against /bin/true and bubblewrap, measured in the same hyperfine run, with
+# against /bin/true and bubblewrap, measured in the same hyperfine run and
+# again in turns (one launch of each per round, the steadier ratios), with
 # peak memory, then where our launch time goes (perf, where the machine has
 # it). Prints figures and ratios; asserts nothing (timing belongs here).
 #   Benchmarks/launch.sh [RUNS]
@@ -48,6 +49,26 @@ for name, command in [("true", ["/bin/true"]),
                       ("sandboxed-run run", [bin, "run", "--app", "bench", "--", "/bin/true"]),
                       ("sandboxed-run run --grant", [bin, "run", "--app", "bench", "--grant", "VAULT=" + bookmark, "--", "/bin/true"])]:
     print(f"  {name:38} {peak_rss(command):8d}")
+PY
+
+# The same commands in turns (Benchmarks/interleaved.c): one launch of each
+# per round, so that the VM's drift falls on all alike. The ratios to quote.
+cc -O2 -o "$root/interleaved" Benchmarks/interleaved.c
+"$root/interleaved" "$runs" 20 "/bin/true" "$bin --help" "$bin run --app bench -- /bin/true" "$grant" \
+    "$(command -v bwrap) --ro-bind / / /bin/true" \
+    "$(command -v bwrap) --ro-bind / / --unshare-all --new-session --die-with-parent --dev /dev --proc /proc --tmpfs /tmp /bin/true" \
+    > "$root/interleaved.txt"
+python3 - "$root/interleaved.txt" <<'PY'
+import sys
+names = ["true", "sandboxed-run --help (start-up only)", "sandboxed-run run", "sandboxed-run run --grant",
+         "bwrap --ro-bind / /", "bwrap isolated"]
+rows = [line.split()[:3] for line in open(sys.argv[1])]
+median = {name: float(row[0]) for name, row in zip(names, rows)}
+print(f"\nin turns ({len(rows)} commands, one launch each per round):")
+print(f"{'command':40} {'median ms':>10} {'p25':>7} {'p75':>7} {'/ bwrap minimal':>16}")
+for name, row in zip(names, rows):
+    print(f"{name:40} {float(row[0]):10.2f} {float(row[1]):7.2f} {float(row[2]):7.2f} {float(row[0]) / median['bwrap --ro-bind / /']:16.2f}")
+print(f"\nwith one grant, in turns: x{median['sandboxed-run run --grant'] / median['sandboxed-run run']:.2f} of run without one")
 PY
 
 # Where the wall-clock time goes, phase by phase (SANDBOXED_RUN_PHASES: the

@@ -1,0 +1,97 @@
+// Wall-clock time of several commands, measured in turns: each round runs
+// every command once, starting with a different one each round, so that
+// whatever drifts on the machine (other load, the page cache that the VM's
+// reclaim trims between launches, CPU frequency) falls on all commands alike
+// and their ratios stay honest. hyperfine runs one command's launches in a
+// row instead, and on the 2-core VM the same binary measured first or
+// second moved by 3 to 12%.
+//   interleaved ROUNDS WARMUP 'command args...' ...
+// A command is split at spaces (no quoting). stdio go to /dev/null. Prints,
+// per command: median, 25th and 75th percentile in ms, then the command.
+// A command that fails once fails the whole run (exit 1).
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+enum { MAX_COMMANDS = 16, MAX_ARGS = 64 };
+
+static double now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+static int by_value(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double run_once(char *const argv[], posix_spawn_file_actions_t *actions) {
+    pid_t pid;
+    double start = now_ms();
+    int error = posix_spawn(&pid, argv[0], actions, NULL, argv, environ);
+    if (error != 0) {
+        fprintf(stderr, "interleaved: cannot start %s: %s\n", argv[0], strerror(error));
+        exit(1);
+    }
+    int status;
+    while (waitpid(pid, &status, 0) < 0) {
+        if (errno != EINTR) { perror("interleaved: waitpid"); exit(1); }
+    }
+    double elapsed = now_ms() - start;
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        fprintf(stderr, "interleaved: %s failed (status %d)\n", argv[0], status);
+        exit(1);
+    }
+    return elapsed;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 4 || argc - 3 > MAX_COMMANDS) {
+        fprintf(stderr, "usage: interleaved ROUNDS WARMUP 'command args...' ... (at most %d commands)\n", MAX_COMMANDS);
+        return 2;
+    }
+    int rounds = atoi(argv[1]), warmup = atoi(argv[2]), count = argc - 3;
+    if (rounds < 1 || warmup < 0) { fprintf(stderr, "interleaved: ROUNDS >= 1, WARMUP >= 0\n"); return 2; }
+    static char *args[MAX_COMMANDS][MAX_ARGS + 1];
+    for (int c = 0; c < count; c++) {
+        int n = 0;
+        for (char *word = strtok(argv[3 + c], " "); word != NULL; word = strtok(NULL, " ")) {
+            if (n == MAX_ARGS) { fprintf(stderr, "interleaved: too many arguments\n"); return 2; }
+            args[c][n++] = word;
+        }
+        if (n == 0) { fprintf(stderr, "interleaved: empty command\n"); return 2; }
+        args[c][n] = NULL;
+    }
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    for (int fd = 0; fd <= 2; fd++) posix_spawn_file_actions_addopen(&actions, fd, "/dev/null", fd == 0 ? O_RDONLY : O_WRONLY, 0);
+
+    double *times = calloc((size_t)count * (size_t)rounds, sizeof(double));
+    if (times == NULL) { perror("interleaved"); return 1; }
+    for (int round = -warmup; round < rounds; round++) {
+        int first = (round % count + count) % count;
+        for (int i = 0; i < count; i++) {
+            int c = (first + i) % count;
+            double elapsed = run_once(args[c], &actions);
+            if (round >= 0) times[(size_t)c * rounds + round] = elapsed;
+        }
+    }
+    for (int c = 0; c < count; c++) {
+        double *mine = times + (size_t)c * rounds;
+        qsort(mine, (size_t)rounds, sizeof(double), by_value);
+        printf("%.3f %.3f %.3f", mine[rounds / 2], mine[rounds / 4], mine[(3 * rounds) / 4]);
+        for (char **word = args[c]; *word != NULL; word++) printf(" %s", *word);
+        printf("\n");
+    }
+    return 0;
+}
