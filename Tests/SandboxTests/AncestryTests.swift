@@ -3,6 +3,32 @@ import SystemPackage
 import Testing
 @testable import Sandbox
 
+/// `firstOverlap`, which the broker's protected-folder check relies on:
+/// what overlaps is found, absent folders are skipped, and a place that
+/// cannot be walked counts as an overlap (fail closed).
+@Suite struct FirstOverlapTests {
+    @Test func theFirstOverlappingFolderIsNamedAndAnUnwalkableOneFailsClosed() throws {
+        let scratch = Scratch()
+        for folder in ["a/inner", "b", "c"] {
+            try FileManager.default.createDirectory(atPath: scratch.path + "/" + folder, withIntermediateDirectories: true)
+        }
+        func open(_ name: String) throws -> OwnedDescriptor { try .openPath(FilePath(scratch.path + "/" + name), follow: false) }
+        // A file no folder holds any more: its chain cannot be walked.
+        FileManager.default.createFile(atPath: scratch.path + "/gone", contents: Data("x".utf8))
+        let gone = try open("gone")
+        try #require(unlink(scratch.path + "/gone") == 0)
+
+        let a = try open("a"), inner = try open("a/inner"), b = try open("b"), c = try open("c")
+        #expect(Ancestry.firstOverlap(of: a, among: [b, c]) == nil)
+        #expect(Ancestry.firstOverlap(of: a, among: [b, inner, c]) == 1, "a holds a/inner")
+        #expect(Ancestry.firstOverlap(of: inner, among: [nil, b, a]) == 2, "a/inner lies inside a; nil is skipped")
+        #expect(Ancestry.firstOverlap(of: a, among: [nil, b, a]) == 2, "a is a")
+        #expect(Ancestry.firstOverlap(of: a, among: [b, gone, c]) == 1, "an other that cannot be walked")
+        #expect(Ancestry.firstOverlap(of: gone, among: [nil, b, c]) == 1, "a folder that cannot be walked: the first present other")
+        #expect(Ancestry.firstOverlap(of: gone, among: [nil, nil]) == nil, "nothing present, nothing to expose")
+    }
+}
+
 /// The ancestry memory that the denial observer keeps across a command's
 /// calls: a child can make folders thousands deep, so it must stay linear.
 @Suite struct AncestryWalkerTests {

@@ -128,11 +128,6 @@ public enum Ancestry {
         return folder
     }
 
-    /// Whether `folder` is `other`, holds it, or lies inside it.
-    public static func overlaps(_ folder: OwnedDescriptor, _ other: OwnedDescriptor) throws(Errno) -> Bool {
-        overlaps(try chain(of: folder), try chain(of: other))
-    }
-
     /// The first of `others` that `folder` is, holds or lies inside, or
     /// whose place could not be proven apart (a walk that fails counts as an
     /// overlap: fail closed); nil when `folder` is apart from all of them.
