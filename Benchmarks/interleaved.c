@@ -1,8 +1,9 @@
 // Wall-clock time of several commands, measured in turns: each round runs
-// every command once, starting with a different one each round, so that
-// whatever drifts on the machine (other load, the page cache that the VM's
-// reclaim trims between launches, CPU frequency) falls on all commands alike
-// and their ratios stay honest. hyperfine runs one command's launches in a
+// every command once, so that whatever drifts on the machine (other load,
+// the page cache that the VM's reclaim trims between launches, CPU
+// frequency) falls on all commands alike and their ratios stay honest. The
+// order is shuffled anew each round, so that no command always follows the
+// same one (whose page cache it may share). hyperfine runs one command's launches in a
 // row instead, and on the 2-core VM the same binary measured first or
 // second moved by 3 to 12%.
 //   interleaved ROUNDS WARMUP 'command args...' ...
@@ -13,6 +14,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <spawn.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +35,15 @@ static double now_ms(void) {
 static int by_value(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
+}
+
+// xorshift64: a fixed seed, so that two runs shuffle alike.
+static uint64_t next_random(void) {
+    static uint64_t state = 0x9E3779B97F4A7C15u;
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    return state;
 }
 
 static double run_once(char *const argv[], posix_spawn_file_actions_t *actions) {
@@ -78,10 +89,17 @@ int main(int argc, char **argv) {
 
     double *times = calloc((size_t)count * (size_t)rounds, sizeof(double));
     if (times == NULL) { perror("interleaved"); return 1; }
+    int order[MAX_COMMANDS];
+    for (int c = 0; c < count; c++) order[c] = c;
     for (int round = -warmup; round < rounds; round++) {
-        int first = (round % count + count) % count;
+        for (int i = count - 1; i > 0; i--) {  // Fisher-Yates
+            int j = (int)(next_random() % (uint64_t)(i + 1));
+            int swap = order[i];
+            order[i] = order[j];
+            order[j] = swap;
+        }
         for (int i = 0; i < count; i++) {
-            int c = (first + i) % count;
+            int c = order[i];
             double elapsed = run_once(args[c], &actions);
             if (round >= 0) times[(size_t)c * rounds + round] = elapsed;
         }
@@ -89,7 +107,8 @@ int main(int argc, char **argv) {
     for (int c = 0; c < count; c++) {
         double *mine = times + (size_t)c * rounds;
         qsort(mine, (size_t)rounds, sizeof(double), by_value);
-        printf("%.3f %.3f %.3f", mine[rounds / 2], mine[rounds / 4], mine[(3 * rounds) / 4]);
+        double median = rounds % 2 ? mine[rounds / 2] : (mine[rounds / 2 - 1] + mine[rounds / 2]) / 2;
+        printf("%.3f %.3f %.3f", median, mine[rounds / 4], mine[(3 * rounds) / 4]);
         for (char **word = args[c]; *word != NULL; word++) printf(" %s", *word);
         printf("\n");
     }

@@ -51,8 +51,8 @@ for name, command in [("true", ["/bin/true"]),
     print(f"  {name:38} {peak_rss(command):8d}")
 PY
 
-# The same commands in turns (Benchmarks/interleaved.c): one launch of each
-# per round, so that the VM's drift falls on all alike. The ratios to quote.
+# The same commands in turns (Benchmarks/interleaved.c): one launch of each,
+# in a shuffled order, per round, so that the VM's drift falls on all alike.
 cc -O2 -o "$root/interleaved" Benchmarks/interleaved.c
 "$root/interleaved" "$runs" 20 "/bin/true" "$bin --help" "$bin run --app bench -- /bin/true" "$grant" \
     "$(command -v bwrap) --ro-bind / / /bin/true" \
