@@ -490,13 +490,13 @@ extension SyscallFilter {
     static let creatingOpenFlags: UInt32 = 0x40 | 0x40_0000
     /// S_ISUID | S_ISGID.
     static let setIDBits: UInt32 = 0o6000
-    /// O_ACCMODE, and Linux's access mode 3 ("check for read and write
-    /// permission, then allow neither"). Landlock asks for no right at all
-    /// to open a file in this mode, so it would open any file or device the
-    /// caller's uid may: the device's open routine runs, and the descriptor
-    /// carries fgetxattr, flistxattr and the file ioctls the guard allows
-    /// (inode flags, extents), on files the policy never named.
-    static let accessModeMask: UInt32 = 0o3
+    /// O_ACCMODE, whose two bits both set are Linux's access mode 3
+    /// ("check for read and write permission, then allow neither").
+    /// Landlock asks for no right at all to open a file in this mode, so it
+    /// would open any file or device the caller's uid may: the device's open
+    /// routine runs, and the descriptor carries fgetxattr, flistxattr and the
+    /// file ioctls the guard allows (inode flags, extents), on files the
+    /// policy never named.
     static let accessModeThree: UInt32 = 0o3
 
     /// The second filter, hand-written classic BPF for what libseccomp
@@ -580,7 +580,7 @@ extension SyscallFilter {
         for (label, argument, modeArgument) in flagsIn {
             program.place(label)
             program.load(Field.low(argument))
-            program.and(Self.accessModeMask)
+            program.and(Self.accessModeThree)
             program.jump(if: .equal, Self.accessModeThree, then: eacces)
             program.load(Field.low(argument))
             program.jump(if: .anyBitSet, Self.creatingOpenFlags, then: modeIn[modeArgument], else: allow)
