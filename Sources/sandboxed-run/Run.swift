@@ -99,6 +99,12 @@ struct RunOptions {
     /// value, a missing --app or command): ArgumentParser then parses the
     /// same words and gives its own help or error.
     static func parse(_ options: ArraySlice<String>, command: [String]) -> RunOptions? {
+        var unknown: String?
+        return parse(options, command: command, unknown: &unknown)
+    }
+
+    /// The same; `unknown` is set to the first word that looks like an option `run` does not have.
+    static func parse(_ options: ArraySlice<String>, command: [String], unknown: inout String?) -> RunOptions? {
         guard !command.isEmpty else { return nil }
         var app: String?
         var parsed = RunOptions(app: "", command: command)
@@ -138,7 +144,13 @@ struct RunOptions {
             case "--explain": guard inline == nil else { return nil }; parsed.explain = true
             case "--supervise-metadata": guard inline == nil else { return nil }; parsed.superviseMetadata = true
             case "--denials": guard let v = take() else { return nil }; parsed.denialsFile = v
-            default: return nil  // -h, --help, a positional, anything else
+            case "-h", "--help": return nil
+            default:
+                // A mistyped option is an error here, where it is still known
+                // as one: ArgumentParser would take it and every word after it
+                // as the command's.
+                if name.hasPrefix("-") { unknown = name; return nil }
+                return nil  // a positional before --: ArgumentParser says it its way
             }
             index += 1
         }

@@ -34,13 +34,25 @@ struct SandboxedRun: ParsableCommand {
         }
         do {
             // `run` as it is launched in scripts: no reflection, no help text built.
-            if options.first == "run", let passthrough, let fast = RunOptions.parse(options.dropFirst(), command: passthrough) {
-                try fast.execute()
-                return
+            if options.first == "run", let passthrough {
+                var unknown: String?
+                if let fast = RunOptions.parse(options.dropFirst(), command: passthrough, unknown: &unknown) {
+                    try fast.execute()
+                    return
+                }
+                if let unknown { throw SandboxError.usage("run: unknown option '\(unknown)' (see sandboxed-run run --help)") }
             }
             var command = try parseAsRoot(options)
-            if let passthrough, var run = command as? Run {
-                run.command = passthrough
+            if var run = command as? Run {
+                // ArgumentParser hands `run` every word it does not know, from
+                // the first one on: a mistyped option must stop the launch,
+                // never become part of the command or be dropped.
+                if let stray = run.command.first, passthrough != nil || stray.hasPrefix("-") {
+                    throw SandboxError.usage(stray.hasPrefix("-")
+                        ? "run: unknown option '\(stray)' (see sandboxed-run run --help)"
+                        : "run: unexpected argument '\(stray)' before --: put the command and its arguments after --")
+                }
+                if let passthrough { run.command = passthrough }
                 command = run
             }
             try command.run()

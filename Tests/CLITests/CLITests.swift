@@ -76,6 +76,35 @@ enum CLI {
         #expect(result.stderr == "err\n")
     }
 
+    /// A mistyped security option must stop the launch (exit 125, naming the
+    /// word), never be dropped or become the command: `--polciy read-only`
+    /// once ran the command under the writer policy with exit 0.
+    @Test func anUnknownOptionBeforeTheCommandStopsTheLaunch() throws {
+        let home = CLI.Home()
+        let marker = home.path + "/ran"
+        let command = ["/bin/sh", "-c", "touch \(marker)"]
+        for arguments in [
+            ["run", "--app", "com.example.cli", "--polciy", "read-only", "--"] + command,
+            ["run", "--app", "com.example.cli", "--polciy=read-only", "--"] + command,
+            ["run", "--polciy", "read-only", "--app", "com.example.cli", "--"] + command,
+            ["run", "--app", "com.example.cli", "--report", "-x", "--"] + command,
+            ["run", "--app", "com.example.cli", "--polciy", "read-only"] + command,
+        ] {
+            let result = try CLI.run(arguments, home: home)
+            #expect(result.status == 125, "\(arguments): \(result)")
+            #expect(result.stderr.contains("unknown option '--polciy") || result.stderr.contains("unknown option '-x'"), "\(result.stderr)")
+            #expect(!FileManager.default.fileExists(atPath: marker), "\(arguments) ran the command")
+        }
+        let stray = try CLI.run(["run", "--app", "com.example.cli", "extra", "--"] + command, home: home)
+        #expect(stray.status == 125 && stray.stderr.contains("unexpected argument 'extra'"), "\(stray)")
+        #expect(!FileManager.default.fileExists(atPath: marker))
+        // Options after -- belong to the command, and a command without -- still runs.
+        let passed = try CLI.run(["run", "--app", "com.example.cli", "--", "/bin/echo", "--polciy"], home: home)
+        #expect(passed.status == 0 && passed.stdout == "--polciy\n", "\(passed)")
+        let bare = try CLI.run(["run", "--app", "com.example.cli", "/bin/echo", "ok"], home: home)
+        #expect(bare.status == 0 && bare.stdout == "ok\n", "\(bare)")
+    }
+
     /// SANDBOXED_RUN_PHASES=1: each launch phase's microseconds on stderr, after the command.
     @Test func launchPhasesArePrintedOnlyWhenAsked() throws {
         let home = CLI.Home()
