@@ -45,7 +45,7 @@ while filled < count - 1 {
 }
 let fillSeconds = now() - fillStart
 let issued = try broker.grant(app: app, folder: vault, access: .readWrite)
-try BookmarkFile(path: work + "/vault.bookmark", untrusted: []).replace(with: issued.bookmark)
+try BookmarkFile(path: work + "/vault.bookmark", trust: LinkTrust(appFolders: [])).replace(with: issued.bookmark)
 let total = try broker.count()
 
 func ms(_ seconds: Double) -> String { "\(Double(Int(seconds * 1e7)) / 10) µs" }

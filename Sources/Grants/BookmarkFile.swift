@@ -20,9 +20,9 @@ public final class BookmarkFile {
     /// Bookmarks are a few hundred bytes.
     static let sizeLimit = 64 * 1024
 
-    /// - Parameter untrusted: folders the app can write (its container, its
-    ///   read-write grants): a symlink met inside one of them is refused.
-    public init(path: String, untrusted: [OwnedDescriptor]) throws(GrantError) {
+    /// - Parameter trust: which links on the path may be followed: none an
+    ///   app (any app, now or once) or another user could have planted.
+    public init(path: String, trust: LinkTrust) throws(GrantError) {
         self.path = path
         let fail = { (problem: String) in GrantError.bookmarkFile(path: path, problem: problem) }
         guard path.hasPrefix("/") else { throw fail("give an absolute path") }
@@ -30,7 +30,7 @@ public final class BookmarkFile {
         name = String(path[path.index(after: slash)...])
         guard !name.isEmpty, name != ".", name != ".." else { throw fail("name a file, not a folder") }
         let folderPath = slash == path.startIndex ? "/" : String(path[..<slash])
-        folder = try SafeWalk.openFolder(folderPath, untrusted: untrusted, describe: fail)
+        folder = try SafeWalk.openFolder(FilePath(folderPath), trust: trust, describe: fail)
     }
 
     /// The file's bytes, or nil when there is no file.

@@ -197,20 +197,6 @@ public final class GrantBroker {
         return issued
     }
 
-    /// The folders `app` can write besides its container: its live read-write
-    /// grants where they still are. Anything the app planted in them is suspect.
-    /// The live read-write grants' folders, of `app` or (nil) of every app.
-    public func writableFolders(of app: AppID?) throws(GrantError) -> [OwnedDescriptor] {
-        guard let ledger = reading() else { return [] }
-        return try ledger.list(app: app?.rawValue).compactMap { record in
-            guard record.isLive, record.access == .readWrite,
-                  let folder = try? OwnedDescriptor.openPath(record.path, follow: true),
-                  let identity = try? FolderIdentity.of(folder, path: record.path),
-                  identity.handle == record.handle else { return nil }
-            return folder
-        }
-    }
-
     /// Opens a folder the user picked and checks it may be granted at all.
     private func openFolder(_ path: String) throws(GrantError) -> (fd: OwnedDescriptor, path: FilePath) {
         let fd: OwnedDescriptor

@@ -56,8 +56,9 @@ public struct LaunchGrants {
     public var picker: ((PickRequest) throws -> OwnedDescriptor?)?
     /// Told what happened that the user should know (a rewritten bookmark, a downgrade).
     public var notice: (String) -> Void = { _ in }
-    /// Folders the app can write: its containers and its read-write grants.
-    let untrusted: [OwnedDescriptor]
+    /// Which links on a bookmark file's path may be followed: none that any
+    /// app (now or once) or another user could have planted.
+    let trust: LinkTrust
 
     public init(
         broker: GrantBroker, app: AppID, policy: Policy, containerBase: String,
@@ -70,14 +71,7 @@ public struct LaunchGrants {
         self.onStale = onStale
         self.onMissing = onMissing
         self.picker = picker
-        untrusted = try Self.untrustedFolders(of: app, broker: broker, containerBase: containerBase)
-    }
-
-    /// The app's containers and read-write grants, opened: a symlink inside
-    /// one of them may have been planted by the app.
-    public static func untrustedFolders(of app: AppID, broker: GrantBroker, containerBase: String) throws(GrantError) -> [OwnedDescriptor] {
-        let containers = try? OwnedDescriptor.openPath(FilePath(AppContainer.folder(of: app, base: containerBase)), follow: true)
-        return [containers].compactMap { $0 } + (try broker.writableFolders(of: app))
+        trust = .of(broker, containerBase: containerBase)
     }
 
     /// Splits `NAME=FILE`; NAME is letters, digits and `_`, and is uppercased.
@@ -96,7 +90,7 @@ public struct LaunchGrants {
         guard let allowed = GrantAccess.readWrite.pathAccess(allowedBy: policy) else {
             throw fail("policy \(policy.source) takes no user-selected folders (com.apple.security.files.user-selected.read-write or read-only)")
         }
-        let file = try BookmarkFile(path: path, untrusted: untrusted)
+        let file = try BookmarkFile(path: path, trust: trust)
         guard let blob = try file.read() else {
             guard onMissing == .prompt else {
                 throw fail("no bookmark there yet: make one with `sandboxed-run pick --app \(app) -o \(path)`, or pass --on-missing prompt")

@@ -323,6 +323,37 @@ final class Ledger {
         return Int(sqlite3_changes(database))
     }
 
+    /// The handles of every folder an app could write at some time: every
+    /// read-write grant, whatever became of it (live, revoked, pending, moved),
+    /// and every folder a policy made writable (`recordExposure`).
+    func everWritableHandles() throws(GrantError) -> [[UInt8]] {
+        var sql = "SELECT DISTINCT handle FROM grants WHERE access = ?"
+        if try scalar("SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'exposed'") == 1 {
+            sql += " UNION SELECT handle FROM exposed"
+        }
+        let statement = try prepare(sql)
+        try statement.bind(GrantAccess.readWrite.rawValue)
+        var handles: [[UInt8]] = []
+        while try statement.step() {
+            let count = Int(sqlite3_column_bytes(statement.pointer, 0))
+            guard count > 0, let base = sqlite3_column_blob(statement.pointer, 0) else { continue }
+            handles.append(Array(UnsafeRawBufferPointer(start: base, count: count)))
+        }
+        return handles
+    }
+
+    /// Records that a launch made the folder with `handle` writable for an
+    /// app outside any grant (a policy's read-write system path), so that
+    /// what the app plants there is never trusted later. Kept for ever, as
+    /// revoked grants are. The table sits beside `grants` without a new
+    /// schema version: a version that does not know it reads the ledger as before.
+    func recordExposure(handle: [UInt8], path: FilePath, source: String, at time: Int64) throws(GrantError) {
+        try execute("CREATE TABLE IF NOT EXISTS exposed (handle BLOB PRIMARY KEY, path TEXT NOT NULL, source TEXT NOT NULL, first INTEGER NOT NULL) WITHOUT ROWID")
+        let statement = try prepare("INSERT OR IGNORE INTO exposed (handle, path, source, first) VALUES (?, ?, ?, ?)")
+        try statement.bind(handle, path, source, time)
+        try statement.stepDone()
+    }
+
     func updatePath(_ id: GrantID, to path: FilePath) throws(GrantError) {
         let statement = try prepare("UPDATE grants SET path = ? WHERE id = ?")
         try statement.bind(path, id.digest)

@@ -300,37 +300,40 @@ struct Versions: ParsableCommand {
     }
 }
 
-/// Paths these commands take from the user, walked as `run` walks a policy
-/// file's: a symbolic link inside a folder an app can write (its container,
-/// any read-write grant) is refused, since the app may have planted it to
-/// send this unconfined process elsewhere. Links elsewhere are the user's.
+/// Paths these commands take from the user, walked with the library's one
+/// rule for unconfined paths (`LinkTrust.ofState`): a symbolic link that
+/// any app could have planted, now or once (in a container, in a folder
+/// ever granted read-write, live, revoked or moved, in a policy's read-write
+/// folder), or that another user could have planted, is refused.
 enum UnconfinedPath {
-    static func untrusted() -> [OwnedDescriptor] {
+    static func trust() -> LinkTrust {
         let environment = Environment.current
         guard let state = try? StateDirectory.defaultPath(environment: environment),
-              let base = try? AppContainer.defaultBase(environment: environment) else { return everything }
-        var folders = [try? OwnedDescriptor.openPath(FilePath(base), follow: true)].compactMap { $0 }
-        if access(state, F_OK) == 0 {
-            // Grants exist: every read-write one is the apps'. A state we cannot read: trust no link.
-            guard let broker = try? Broker.open(), let writable = try? broker.writableFolders(of: nil) else { return everything }
-            folders += writable
+              let base = try? AppContainer.defaultBase(environment: environment) else {
+            return LinkTrust {
+                LinkTrust.Facts(unknown: "neither XDG_STATE_HOME, XDG_DATA_HOME nor HOME names the grant state: no folder can be told apart from an app's")
+            }
         }
-        return folders
+        return .ofState(state, containerBase: base)
     }
 
-    /// "/": every link is beneath it.
-    static var everything: [OwnedDescriptor] { [try? OwnedDescriptor.openPath("/", follow: false)].compactMap { $0 } }
-
     static func folder(_ path: String) throws -> OwnedDescriptor {
-        let absolute = Broker.absolute(path)
-        return try SafeWalk.openFolder(absolute, untrusted: untrusted()) { CoordinationError.unsafePath(FilePath(path), problem: $0) }
+        try folder(FilePath(path))
+    }
+
+    static func folder(_ path: FilePath) throws -> OwnedDescriptor {
+        let absolute = try Broker.absolute(path) { CoordinationError.unsafePath(path, problem: $0) }
+        return try SafeWalk.openFolder(absolute, trust: trust()) { CoordinationError.unsafePath(path, problem: $0) }
     }
 
     static func file(_ path: String) throws -> FileCoordinator.Location {
-        let full = FilePath(Broker.absolute(path))
-        guard let last = full.lastComponent, last.kind == .regular else { throw CoordinationError.notARegularFile(FilePath(path)) }
-        let parent = full.removingLastComponent()
+        try file(FilePath(path))
+    }
+
+    static func file(_ path: FilePath) throws -> FileCoordinator.Location {
+        let full = try Broker.absolute(path) { CoordinationError.unsafePath(path, problem: $0) }
+        guard let last = full.lastComponent, last.kind == .regular else { throw CoordinationError.notARegularFile(path) }
         let name = FilePath(root: nil, [last]).withPlatformString { Array(UnsafeBufferPointer(start: $0, count: strlen($0) + 1)) }
-        return FileCoordinator.Location(folder: try folder(parent.string), name: name, path: FilePath(path))
+        return FileCoordinator.Location(folder: try folder(full.removingLastComponent()), name: name, path: path)
     }
 }

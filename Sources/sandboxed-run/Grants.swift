@@ -30,14 +30,18 @@ enum Broker {
             guard !selected.isEmpty else {
                 throw SandboxError.usage("--select: give the folder to grant; an empty path would grant the current folder")
             }
-            folder = try ConfinementPlan.openFolder(selected.isAbsolute ? selected : FilePath(currentDirectory() ?? "/").pushing(selected))
+            // Typed, not browsed: a link an app planted on the way (a vault's
+            // `Daily -> ~/.ssh`) is refused, as everywhere the CLI walks a path.
+            let fail = { (problem: String) in SandboxError.usage("--select \(Printable.path(selected)): \(problem)") }
+            folder = try SafeWalk.openFolder(
+                try absolute(selected, fail), trust: .of(broker, containerBase: try AppOptions.containerBase()), describe: fail)
         } else {
             guard let chosen = try terminalPicker(PickRequest(app: app, access: access, startingAt: nil, highlighted: nil)) else {
                 throw GrantError.cancelled
             }
             folder = chosen
         }
-        let file = try bookmarkFile(output, app: app, broker: broker)
+        let file = try bookmarkFile(output, broker: broker)
         return try broker.grant(app: app, opened: folder, access: access) { bookmark in try file.replace(with: bookmark) }
     }
 
@@ -51,10 +55,21 @@ enum Broker {
         path.hasPrefix("/") ? path : (currentDirectory() ?? "") + "/" + path
     }
 
-    /// A bookmark file of `app`'s: nothing the app planted along its path is followed.
-    static func bookmarkFile(_ path: String, app: AppID, broker: GrantBroker) throws -> BookmarkFile {
-        let untrusted = try LaunchGrants.untrustedFolders(of: app, broker: broker, containerBase: try AppOptions.containerBase())
-        return try BookmarkFile(path: absolute(path), untrusted: untrusted)
+    /// `path` made absolute from the working directory, as bytes; `fail`
+    /// says why when there is no working directory to start from (never a
+    /// silent "/" instead).
+    static func absolute<Failure: Error>(_ path: FilePath, _ fail: (String) -> Failure) throws(Failure) -> FilePath {
+        if path.isAbsolute { return path }
+        guard let cwd = getcwd(nil, 0) else {
+            throw fail("a relative path, and the working directory cannot be found (\(Errno(rawValue: errno))): give an absolute path")
+        }
+        defer { free(cwd) }
+        return FilePath(platformString: cwd).pushing(path)
+    }
+
+    /// A bookmark file: nothing an app (or another user) could have planted along its path is followed.
+    static func bookmarkFile(_ path: String, broker: GrantBroker) throws -> BookmarkFile {
+        try BookmarkFile(path: absolute(path), trust: .of(broker, containerBase: try AppOptions.containerBase()))
     }
 }
 
@@ -95,7 +110,7 @@ struct Resolve: ParsableCommand {
     func run() throws {
         let broker = try Broker.open()
         let appID = try app.appID()
-        let bookmark = try Broker.bookmarkFile(file, app: appID, broker: broker)
+        let bookmark = try Broker.bookmarkFile(file, broker: broker)
         guard let blob = try bookmark.read() else {
             throw GrantError.bookmarkFile(path: file, problem: "does not exist: make one with `sandboxed-run pick`")
         }

@@ -159,6 +159,14 @@ struct RunOptions {
         return parsed
     }
 
+    /// Whether the policy lists a folder (not a device file) read-write.
+    static func makesFoldersWritable(_ policy: Policy) -> Bool {
+        policy.systemPaths.contains { path in
+            var status = stat()
+            return path.access == .readWrite && stat(path.path, &status) == 0 && status.st_mode & S_IFMT == S_IFDIR
+        }
+    }
+
     func execute() throws {
         // Checked before the launcher opens anything: later, a number the
         // caller never opened could name one of ours (a folder, a library)
@@ -169,6 +177,11 @@ struct RunOptions {
         LaunchPhases.mark("arguments")
         let policy = try PolicyChoice.load(self.policy, app: try AppID(app))
         LaunchPhases.mark("policy")
+        if Self.makesFoldersWritable(policy) {
+            // Recorded before the app can plant anything there: unconfined
+            // commands never follow a link in such a folder, now or later.
+            try Broker.open().recordWritableSystemFolders(of: policy)
+        }
         var host = Environment.current
         for (name, value) in Environment.variables(keptEnvironment) { host[name] = value }
         var request = LaunchRequest(
@@ -234,17 +247,9 @@ enum PolicyChoice {
         if let builtin = try Policy.builtin(named: name), !name.contains("/") {
             policy = builtin
         } else {
-            var untrusted: [OwnedDescriptor] = []
-            if let app {
-                let base = try AppOptions.containerBase()
-                // The broker knows the app's read-write grants; a state not made yet holds none.
-                if let broker = try? Broker.open() {
-                    untrusted = try LaunchGrants.untrustedFolders(of: app, broker: broker, containerBase: base)
-                } else if let containers = try? ConfinementPlan.openFolder(AppContainer.folder(of: app, base: base)) {
-                    untrusted = [containers]
-                }
-            }
-            policy = try Policy(contentsOfFile: name, untrusted: untrusted)
+            // The one rule for paths an unconfined command walks: a policy
+            // file where any app could write, now or once, is no policy.
+            policy = try Policy(contentsOfFile: name, trust: app == nil ? .everyLink() : UnconfinedPath.trust())
         }
         for warning in policy.warnings { Console.warning("policy \(policy.source): \(warning)") }
         return policy

@@ -9,7 +9,9 @@ import Testing
     @Test func aPolicyThatWouldExposeTheBrokersStateIsRefused() throws {
         let home = CLI.Home()
         for exposed in ["/", home.path, home.path + "/state/sandboxed-run/keys"] {
-            try FileManager.default.createDirectory(atPath: home.path + "/state/sandboxed-run/keys", withIntermediateDirectories: true)
+            try FileManager.default.createDirectory(atPath: home.path + "/state/sandboxed-run/keys", withIntermediateDirectories: true,
+                                                    attributes: [.posixPermissions: 0o700])
+            chmod(home.path + "/state/sandboxed-run", 0o700)
             let policy = home.path + "/wide.json"
             try #"{"org.sandboxed-run.system-paths.read-execute": ["/usr", "/bin", "/lib", "/lib64"], "org.sandboxed-run.system-paths.read-only": ["\#(exposed)"]}"#
                 .write(toFile: policy, atomically: true, encoding: .utf8)
@@ -192,7 +194,7 @@ import Testing
         let result = try CLI.run(["pick", "--app", "com.example.memo", "--select", home.path + "/Vault",
                                   "-o", container + "/Library/vault.bookmark"], home: home)
         #expect(result.status == 125)
-        #expect(result.stderr.contains("is a symbolic link inside a folder the app can write"), "\(result.stderr)")
+        #expect(result.stderr.contains("is a symbolic link inside a folder an app can write"), "\(result.stderr)")
         #expect(try FileManager.default.contentsOfDirectory(atPath: elsewhere) == [])
     }
 }
@@ -272,7 +274,7 @@ import Testing
         #expect(symlink(home.path + "/policies", container + "/pdir") == 0)
         let result = try CLI.run(["run", "--app", "com.example.memo", "--policy", container + "/pdir/p.json", "--", "/bin/true"], home: home)
         #expect(result.status == 125)
-        #expect(result.stderr.contains("symbolic link inside a folder the app can write"), "\(result.stderr)")
+        #expect(result.stderr.contains("symbolic link inside a folder an app can write"), "\(result.stderr)")
     }
 }
 

@@ -17,9 +17,9 @@ import Testing
         #expect(mkfifo(fifo, 0o600) == 0)
         let started = Date()
         #expect(throws: GrantError.bookmarkFile(path: fifo, problem: "is a FIFO, not a bookmark file")) {
-            try BookmarkFile(path: fifo, untrusted: []).read()
+            try BookmarkFile(path: fifo, trust: LinkTrust(appFolders: [])).read()
         }
-        #expect(throws: GrantError.self) { try BookmarkFile(path: fifo, untrusted: []).replace(with: [1, 2, 3]) }
+        #expect(throws: GrantError.self) { try BookmarkFile(path: fifo, trust: LinkTrust(appFolders: [])).replace(with: [1, 2, 3]) }
         #expect(Date().timeIntervalSince(started) < 2)
     }
 
@@ -28,7 +28,7 @@ import Testing
         let home = Home()
         let device = home.path + "/user/vault.bookmark"
         #expect(mknod(device, S_IFCHR | 0o600, dev_t((1 << 8) | 3)) == 0)  // a null device, in scratch
-        #expect(throws: GrantError.self) { try BookmarkFile(path: device, untrusted: []).replace(with: [1, 2, 3]) }
+        #expect(throws: GrantError.self) { try BookmarkFile(path: device, trust: LinkTrust(appFolders: [])).replace(with: [1, 2, 3]) }
         var st = stat()
         #expect(lstat(device, &st) == 0 && st.st_mode & S_IFMT == S_IFCHR)
         #expect(try FileManager.default.contentsOfDirectory(atPath: home.path + "/user") == ["vault.bookmark"], "no temporary file left")
@@ -40,8 +40,8 @@ import Testing
         try "keep me\n".write(toFile: target, atomically: true, encoding: .utf8)
         let link = home.path + "/user/vault.bookmark"
         #expect(symlink(target, link) == 0)
-        #expect(throws: GrantError.self) { try BookmarkFile(path: link, untrusted: []).read() }
-        #expect(throws: GrantError.self) { try BookmarkFile(path: link, untrusted: []).replace(with: [1]) }
+        #expect(throws: GrantError.self) { try BookmarkFile(path: link, trust: LinkTrust(appFolders: [])).read() }
+        #expect(throws: GrantError.self) { try BookmarkFile(path: link, trust: LinkTrust(appFolders: [])).replace(with: [1]) }
         #expect(try String(contentsOfFile: target, encoding: .utf8) == "keep me\n")
     }
 
@@ -50,7 +50,7 @@ import Testing
         let home = Home()
         let real = try home.folder("real")
         #expect(symlink(real, home.path + "/user/shortcut") == 0)
-        let file = try BookmarkFile(path: home.path + "/user/shortcut/v.bookmark", untrusted: [])
+        let file = try BookmarkFile(path: home.path + "/user/shortcut/v.bookmark", trust: LinkTrust(appFolders: []))
         try file.replace(with: Array("data".utf8))
         #expect(try file.read() == Array("data".utf8))
         #expect(FileManager.default.fileExists(atPath: real + "/v.bookmark"))
@@ -81,7 +81,7 @@ import Testing
 
         var refused = 0
         for _ in 0..<300 {
-            do { try BookmarkFile(path: library + "/v.bookmark", untrusted: untrusted).replace(with: [2]) } catch { refused += 1 }
+            do { try BookmarkFile(path: library + "/v.bookmark", trust: LinkTrust(appFolders: untrusted)).replace(with: [2]) } catch { refused += 1 }
         }
         #expect(try FileManager.default.contentsOfDirectory(atPath: elsewhere) == [])
         #expect(refused > 0 && refused < 300, "both shapes were met: \(refused) refused")

@@ -12,7 +12,7 @@ import SystemPackage
         let vault = try home.folder("Vault")
         let file = home.path + "/user/vault.bookmark"
         _ = try broker.grant(app: memo, opened: ConfinementPlan.openFolder(vault), access: .readWrite) { bookmark in
-            try BookmarkFile(path: file, untrusted: []).replace(with: bookmark)
+            try BookmarkFile(path: file, trust: LinkTrust(appFolders: [])).replace(with: bookmark)
         }
         let moved = home.path + "/user/Vault (2026)"
         try home.move(vault, moved)
@@ -56,7 +56,7 @@ import SystemPackage
         let vault = try home.folder("Vault")
         #expect(throws: GrantError.self) {
             _ = try broker.grant(app: memo, opened: ConfinementPlan.openFolder(vault), access: .readWrite) { bookmark in
-                try BookmarkFile(path: home.path + "/no/such/folder/v.bookmark", untrusted: []).replace(with: bookmark)
+                try BookmarkFile(path: home.path + "/no/such/folder/v.bookmark", trust: LinkTrust(appFolders: [])).replace(with: bookmark)
             }
         }
         #expect(try broker.list(app: memo).allSatisfy { $0.revoked != nil })

@@ -27,12 +27,12 @@ extension Policy {
     /// and a device could be endless or act on being opened, so both are
     /// refused: by `stat` before opening, and by `fstat` on what was opened
     /// (non-blocking, so a FIFO swapped in between cannot hang the open).
-    /// `untrusted`: folders the app can write (its containers and read-write
-    /// grants). The file is found without following a symlink planted in one,
-    /// opened once, and refused if it lies in one or has a second name: a
-    /// policy the app could edit is no policy. The checks and the read use
+    /// `trust`: which links may be followed and which folders an app could
+    /// write (see `LinkTrust`). The file is found without following a symlink
+    /// an app could have planted, opened once, and refused if it lies where an
+    /// app could write or has a second name: a policy an app could edit is no policy. The checks and the read use
     /// the same descriptors, so nothing can be swapped in between.
-    public init(contentsOfFile path: String, untrusted: [OwnedDescriptor] = []) throws(SandboxError) {
+    public init(contentsOfFile path: String, trust: LinkTrust = .everyLink()) throws(SandboxError) {
         func failure(_ problem: String) -> SandboxError {
             .policy(PolicyError(file: path, key: nil, problem: problem))
         }
@@ -59,7 +59,7 @@ extension Policy {
         let slash = absolute.lastIndex(of: "/")!
         let leaf = String(absolute[absolute.index(after: slash)...])
         let folder = try SafeWalk.openFolder(
-            slash == absolute.startIndex ? "/" : String(absolute[..<slash]), untrusted: untrusted, describe: failure)
+            FilePath(slash == absolute.startIndex ? "/" : String(absolute[..<slash])), trust: trust, describe: failure)
         var named = stat()
         guard fstatat(folder.rawValue, leaf, &named, AT_SYMLINK_NOFOLLOW) == 0 else {
             throw failure("cannot read it (\(Errno(rawValue: errno))); give a policy file or one of: \(builtins)")
@@ -67,7 +67,7 @@ extension Policy {
         // With no app to distrust, a link is the user's own and is followed;
         // otherwise it could be one the app made, pointing into its own folders.
         let isLink = named.st_mode & S_IFMT == S_IFLNK
-        if isLink, !untrusted.isEmpty {
+        if isLink, !trust.followsEveryLink {
             throw failure("is a symbolic link; give the policy file it points to")
         }
         if !isLink, let refusal = refuse(named) { throw refusal }
@@ -83,10 +83,10 @@ extension Policy {
             throw failure("cannot read it (\(error))")
         }
         if let refusal = refuse(opened) { throw refusal }
-        if !untrusted.isEmpty {
+        if !trust.followsEveryLink {
             let problem: String?
-            if (try? Ancestry.isBeneath(folder, anyOf: untrusted)) != false {
-                problem = "it lies in a folder the app can write (its container or a read-write grant)"
+            if let reason = trust.appMayHaveWritten(folder) {
+                problem = "it lies \(reason)"
             } else if opened.st_nlink > 1 {
                 problem = "it has \(opened.st_nlink) names (hard links), and one may lie where the app can write"
             } else {

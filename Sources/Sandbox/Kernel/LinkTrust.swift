@@ -1,0 +1,130 @@
+@preconcurrency import Glibc
+import CSandbox
+import SystemPackage
+
+/// Which symbolic links an unconfined process may follow on a path a person
+/// gave it (a note to append to, a folder to sync, a bookmark file, a policy
+/// file). An app can write links wherever it can write, and keeps what it
+/// wrote after its grant is revoked or its folder moved: the moment a user
+/// distrusts it is the moment a planted `Daily -> /elsewhere` would send an
+/// unconfined command elsewhere. So a link is followed only when it lies in a
+/// folder that
+/// - no app could write, now or once: not at or below an app container, and
+///   not at or below a folder whose file handle the state ever let an app
+///   write (a read-write grant, live, revoked, pending or moved; a policy's
+///   read-write system folder). Handles are compared along the link's folder
+///   and its ancestors, so a vault moved elsewhere is still recognised, with
+///   no privilege (`name_to_handle_at` needs none);
+/// - no one but the invoking user (or root) can write, as OpenSSH refuses
+///   files others could have written: root acting in a user's vault (sudo,
+///   cron) has another state, which knows nothing of that user's grants.
+///
+/// The state is read only when a link is met: a path without links costs no
+/// ledger read.
+public final class LinkTrust: @unchecked Sendable {
+    /// What the state knows of the folders apps can write or could once.
+    public struct Facts: Sendable {
+        /// Folders whose whole subtree apps can write (the container base), opened.
+        public var folders: [OwnedDescriptor]
+        /// File handles (bytes) of folders an app could write at some time.
+        public var handles: [[UInt8]]
+        /// Set when the state cannot say (unreadable, damaged): no link is
+        /// trusted, since any folder might be an app's. The reason, for people.
+        public var unknown: String?
+
+        public init(folders: [OwnedDescriptor] = [], handles: [[UInt8]] = [], unknown: String? = nil) {
+            self.folders = folders
+            self.handles = handles
+            self.unknown = unknown
+        }
+    }
+
+    private let load: () -> Facts
+    private var loaded: Facts?
+    /// Every link is the user's own (no app is involved): followed.
+    public let followsEveryLink: Bool
+    private let invoker: uid_t
+
+    /// `load` is called once, when the first question needs it.
+    public init(invoker: uid_t = geteuid(), load: @escaping () -> Facts) {
+        self.load = load
+        self.invoker = invoker
+        followsEveryLink = false
+    }
+
+    /// Links are refused at or below `folders` (which apps can write), and
+    /// where someone else could have planted them.
+    public convenience init(appFolders folders: [OwnedDescriptor], invoker: uid_t = geteuid()) {
+        self.init(invoker: invoker) { Facts(folders: folders) }
+    }
+
+    private init(everyLink: Bool) {
+        load = { Facts() }
+        invoker = geteuid()
+        followsEveryLink = everyLink
+    }
+
+    /// For paths no app is involved in: links are followed as the kernel would.
+    public static func everyLink() -> LinkTrust { LinkTrust(everyLink: true) }
+
+    private var facts: Facts {
+        if let loaded { return loaded }
+        let facts = load()
+        loaded = facts
+        return facts
+    }
+
+    /// Why a symbolic link found in `folder` must not be followed (a phrase
+    /// that follows "is a symbolic link"), or nil when it may be.
+    public func refusal(forLinkIn folder: OwnedDescriptor) -> String? {
+        if followsEveryLink { return nil }
+        guard let status = try? folder.status() else { return "inside a folder that cannot be examined" }
+        if status.st_uid != invoker && status.st_uid != 0 {
+            return "inside a folder owned by user \(status.st_uid), who could have planted it"
+        }
+        if status.st_mode & 0o022 != 0 {
+            return "inside a folder others can write (mode \(String(status.st_mode & 0o7777, radix: 8)))"
+        }
+        if let reason = appMayHaveWritten(folder) { return reason }
+        return nil
+    }
+
+    /// Why `folder` may hold what an app wrote (a phrase: "inside a folder an
+    /// app can write ..."), or nil when no app could.
+    /// A folder whose place cannot be proven counts as an app's (fail closed).
+    public func appMayHaveWritten(_ folder: OwnedDescriptor) -> String? {
+        if followsEveryLink { return nil }
+        let facts = self.facts
+        if let unknown = facts.unknown { return "inside a folder that may be an app's (\(unknown))" }
+        let roots = Set(facts.folders.compactMap { try? $0.status().inodeIdentity })
+        let handles = Set(facts.handles)
+        var current = folder
+        var previous: InodeIdentity?
+        for _ in 0..<4096 {
+            guard let status = try? current.status() else { return "inside a folder whose place cannot be proven" }
+            let identity = status.inodeIdentity
+            if identity == previous { return nil }  // ".." of "/" is "/"
+            if roots.contains(identity) {
+                return "inside a folder an app can write (an app container)"
+            }
+            if !handles.isEmpty, let handle = Self.handle(of: current), handles.contains(handle) {
+                return "inside a folder an app can write or once could (a read-write grant, live, revoked or moved, or a policy's read-write folder)"
+            }
+            guard let parent = try? OwnedDescriptor.openPath(FilePath(".."), follow: false, relativeTo: current) else {
+                return "inside a folder whose place cannot be proven"
+            }
+            previous = identity
+            current = parent
+        }
+        return "inside a folder whose place cannot be proven"
+    }
+
+    /// The folder's file handle, or nil where the filesystem gives none.
+    public static func handle(of folder: OwnedDescriptor) -> [UInt8]? {
+        var raw = csb_file_handle()
+        var mountID: CInt = 0
+        var isFID: CInt = 0
+        guard csb_name_to_handle(folder.rawValue, &raw, &mountID, &isFID) == 0 else { return nil }
+        return withUnsafeBytes(of: raw.f_handle) { Array($0.prefix(Int(raw.handle_bytes))) }
+    }
+}
