@@ -213,7 +213,7 @@ public final class GrantBroker {
     /// comparing inodes along ".." as Landlock does, so symlinks change
     /// nothing. ".." from a mount's root leads to where it is mounted: a
     /// protected path that is itself a bind mount of a folder inside the
-    /// grant is not seen (README, Known limits).
+    /// grant is not seen (docs/known-limits.md).
     public func checkNotProtected(_ folder: OwnedDescriptor, path: FilePath) throws(GrantError) {
         // The state folder is the one checked and held open, whatever its
         // path names now; an absent folder has nothing to expose.

@@ -232,7 +232,7 @@ extension Policy {
         ]
         for key in raw.keys.sorted() where !known.contains(key) {
             if key.hasPrefix(Policy.ownPrefix) {
-                throw fail(PropertyListReader.printable(key), "unknown key (a typo?); see the policy format in README.md")
+                throw fail(PropertyListReader.printable(key), "unknown key (a typo?); see the policy format in docs/policy.md")
             }
             // Keys are the file's text, printed to a terminal: escaped.
             warnings.append("ignoring \(PropertyListReader.printable(key)): sandboxed-run has no equivalent")
