@@ -19,11 +19,10 @@ import Testing
         }
     }
 
-    /// Skips (visibly) when the machine lacks the program; scripts/install-deps installs them all.
+    /// For `.enabled(if:)`: a test whose program is missing is reported as
+    /// skipped; scripts/install-deps installs them all.
     static func available(_ program: String) -> Bool {
-        let present = FileManager.default.isExecutableFile(atPath: program)
-        if !present { print("skipped: \(program) is not installed (scripts/install-deps installs it)") }
-        return present
+        FileManager.default.isExecutableFile(atPath: program)
     }
 
     @Test func tarExtractsFoldersWithTheirModes() throws {
@@ -55,8 +54,7 @@ import Testing
         #expect(outcome.stderr.contains("No matching distribution") || outcome.stderr.contains("Could not find a version"), "\(outcome.stderr)")
     }
 
-    @Test func nodeStarts() throws {
-        guard Self.available("/usr/bin/node") else { return }
+    @Test(.enabled(if: available("/usr/bin/node"), "node is not installed")) func nodeStarts() throws {
         let outcome = try Self.inVault(["node", "-e", "console.log(require('os').totalmem() > 0, require('crypto').createHash('sha256').update('x').digest('hex').length)"], Scratch())
         #expect(outcome.stderr == "")
         #expect(outcome.output == ["true 64"])
@@ -74,8 +72,7 @@ import Testing
         #expect(outcome.output == ["ok"])
     }
 
-    @Test func manFindsAPage() throws {
-        guard Self.available("/usr/bin/man") else { return }
+    @Test(.enabled(if: available("/usr/bin/man"), "man is not installed")) func manFindsAPage() throws {
         guard try Run.unconfined(["/usr/bin/man", "-w", "ls"]).termination == .exited(0) else {
             print("skipped: this system has no manual page for ls (dpkg may exclude /usr/share/man)")
             return
@@ -92,8 +89,7 @@ import Testing
         #expect(outcome.output.count == 2)
     }
 
-    @Test func wgetWithoutNetworkFailsCleanly() throws {
-        guard Self.available("/usr/bin/wget") else { return }
+    @Test(.enabled(if: available("/usr/bin/wget"), "wget is not installed")) func wgetWithoutNetworkFailsCleanly() throws {
         let outcome = try Self.inVault(["wget", "-q", "--tries=1", "http://127.0.0.1:9/"], Scratch())
         #expect(outcome.termination == .exited(4))  // wget's "network failure"
         #expect(!outcome.stderr.contains("wgetrc"), "\(outcome.stderr)")

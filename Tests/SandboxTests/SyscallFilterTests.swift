@@ -180,7 +180,12 @@ struct SeccompInterpreter {
         }
         var (ourSteps, oracleSteps, mismatches) = (0, 0, 0)
         for (nr, arch, args) in cases {
-            guard let mine = ours.run(nr: nr, arch: arch, args: args), let theirs = oracle.run(nr: nr, arch: arch, args: args) else { return }
+            // An interpreter that cannot finish a program is a failure, never a silent pass.
+            guard let mine = ours.run(nr: nr, arch: arch, args: args), let theirs = oracle.run(nr: nr, arch: arch, args: args) else {
+                Issue.record("syscall \(nr) arch \(String(arch, radix: 16)) args \(args): an interpreter did not reach a return")
+                mismatches += 1
+                continue
+            }
             ourSteps += mine.steps
             oracleSteps += theirs.steps
             if mine.action != theirs.action {

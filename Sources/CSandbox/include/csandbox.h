@@ -330,6 +330,12 @@ int csb_window_watch(void);
 /// Stops a watch and closes its pipe, never under a running handler.
 void csb_window_unwatch(int fd);
 
+// MARK: Version
+
+/// The commit `scripts/build-release` wrote into this binary (at most 63
+/// bytes), or "" when it was built another way.
+const char *csb_build_commit(void);
+
 #endif
 
 // MARK: Coordination
