@@ -83,11 +83,36 @@ def small(out):
     bad_trailer[-8:] = (2**64 - 5).to_bytes(8, "big")
     open(os.path.join(out, "offset-table-outside.bplist"), "wb").write(bytes(bad_trailer))
     open(os.path.join(out, "deep-json-64.json"), "w").write('{"a":' + "[" * 63 + "]" * 63 + "}")
+    doctype = '<!DOCTYPE plist PUBLIC "-//Apple//DTD PLIST 1.0//EN" "http://www.apple.com/DTDs/PropertyList-1.0.dtd">'
     open(os.path.join(out, "entities.plist"), "w").write(
-        '<?xml version="1.0"?><!DOCTYPE plist><plist><dict><!-- c --><key>com.x</key>'
+        '<?xml version="1.0"?>' + doctype + '<plist><dict><!-- c --><key>com.x</key>'
         '<string><![CDATA[<a>]]>&amp;&lt;&gt;&quot;&apos;&#65;&#x1F600;</string>'
         '<key>com.y</key><array><integer>-0x10</integer><real>1.5</real><date>2020-01-01T00:00:00Z</date>'
         '<data>AAEC</data><false/><string/><array/><dict/></array></dict></plist>')
+
+
+    # Constructs Apple's reader and an XML parser read differently (all refused):
+    # each a seed, so the fuzzer starts next to the edge.
+    header = '<?xml version="1.0" encoding="UTF-8"?>\n'
+    body = '<plist><dict><key>com.apple.security.network.client</key><true/></dict></plist>'
+    divergent = {
+        "doctype-literal": header + '<!DOCTYPE plist SYSTEM "x><plist><dict><key>a</key><true/></dict></plist><!--">' + body + '-->',
+        "doctype-subset": header + '<!DOCTYPE plist [<!ENTITY e "x">]>' + body,
+        "comment-short": header + '<plist><dict><!--><key>b</key><true/><!-- --><key>a</key><true/></dict></plist>',
+        "pi-short": header + '<?><plist><dict><key>b</key><true/></dict></plist><?x?>' + body,
+        "attribute-gt": header + '<plist><dict><key>a</key><string x=">y">z</string></dict></plist>',
+        "null": header + '<plist><dict><key>a</key><string>$null</string><key>$null</key><true/></dict></plist>',
+        "cfuid": header + '<plist><dict><key>a</key><dict><key>CF$UID</key><integer>1</integer></dict></dict></plist>',
+        "latin1": '<?xml version="1.0" encoding="ISO-8859-1"?><plist><dict><key>a</key><string>\u00c3\u00a9</string></dict></plist>',
+        "empty-key": header + '<plist><dict><key/>com.apple.security.network.client</key><true/></dict></plist>',
+        "real-forms": header + '<plist><dict><key>a</key><array><real>0x10</real><real> 5</real><real>1.</real>'
+                      '<real>.5e1</real><real>nan</real></array></dict></plist>',
+    }
+    for name, text in divergent.items():
+        open(os.path.join(out, name + ".plist"), "w", encoding="utf-8").write(text)
+    open(os.path.join(out, "negative-16-byte.bplist"), "wb").write(
+        bplist([bytes([0xD1, 1, 2]), ascii_string("a"), b"\x14" + b"\xff" * 16]))
+    open(os.path.join(out, "null.bplist"), "wb").write(bplist([bytes([0xD1, 1, 2]), ascii_string("a"), ascii_string("$null")]))
 
 
 def large(out):

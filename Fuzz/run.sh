@@ -3,6 +3,7 @@
 #   Fuzz/run.sh [SECONDS]           the bookmark decoder
 #   Fuzz/run.sh policy [SECONDS]    the policy reader (XML and binary property lists, JSON),
 #                                   seeded from Fuzz/PolicyCorpus and Fuzz/policy-seeds.py --large
+# Further arguments go to libFuzzer, e.g. `Fuzz/run.sh policy 36000 -runs=10000000`.
 # Findings land in Fuzz/findings/ (git-ignored).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,6 +13,7 @@ if [ "${1:-}" = bookmark ] || [ "${1:-}" = policy ]; then
     shift
 fi
 seconds="${1:-60}"
+[ $# -gt 0 ] && shift
 scripts/install-deps
 # gold crashes linking the sanitizer runtimes; the toolchain's lld does not.
 toolset="$(mktemp)"
@@ -31,4 +33,4 @@ if [ "$target" = policy ]; then
 else
     options=("$corpus")
 fi
-".build-fuzz/debug/$target-fuzzer" -max_total_time="$seconds" -artifact_prefix=Fuzz/findings/ -print_final_stats=1 "${options[@]}"
+".build-fuzz/debug/$target-fuzzer" -max_total_time="$seconds" -artifact_prefix=Fuzz/findings/ -print_final_stats=1 "$@" "${options[@]}"

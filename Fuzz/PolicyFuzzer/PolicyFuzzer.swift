@@ -6,7 +6,8 @@
 // Built normally, this is a replayer: `policy-fuzzer FILE...`, or with no
 // files 20,000 mutations of the shipped policies;
 // `policy-fuzzer --measure N FILE` decodes FILE N times (for callgrind or a
-// timing); `policy-fuzzer --show FILE...` prints what each file decodes to. Fuzz/run.sh policy builds it with libFuzzer.
+// timing); `policy-fuzzer --show FILE...` prints what each file decodes to;
+// `policy-fuzzer --compare FILE...` prints the reader's tree and Foundation's. Fuzz/run.sh policy builds it with libFuzzer.
 @preconcurrency import Glibc
 import FoundationEssentials
 import Policies
@@ -104,13 +105,25 @@ func fuzzOne(_ bytes: [UInt8]) {
     // Differential: Foundation's decoder is safe to run only on what the reader
     // accepted (nesting at most 32), and fast only on small trees: it took
     // seconds on a 30,000-value tree of shared references that the reader
-    // decodes in a millisecond. Where both accept, the trees must agree. Where
-    // only the reader accepts, it is one of its leniencies (comments inside
-    // text, a byte order mark, <key/>).
+    // decodes in a millisecond. A property list the reader accepts, Foundation
+    // must accept too, as the same tree: the reader takes no liberty Apple's
+    // tools do not. (JSON: where both accept, the trees agree.)
     guard values(in: .dictionary(tree), budget: 2_000) != nil else { return }
-    if let theirs = FoundationValue.decode(bytes), !theirs.matches(.dictionary(tree)) {
+    let theirs = FoundationValue.decode(bytes)
+    if isPropertyList(bytes), theirs == nil {
+        fatalError("Foundation refuses what the reader reads as \(tree)")
+    }
+    if let theirs, !theirs.matches(.dictionary(tree)) {
         fatalError("Foundation reads \(theirs), the reader \(tree)")
     }
+}
+
+/// A binary property list, or text whose first character (after a byte order
+/// mark and white space) is '<'.
+func isPropertyList(_ bytes: [UInt8]) -> Bool {
+    if bytes.starts(with: "bplist".utf8) { return true }
+    let text = bytes.starts(with: [0xEF, 0xBB, 0xBF]) ? bytes.dropFirst(3) : bytes[...]
+    return text.first { $0 != 0x20 && $0 != 0x0A && $0 != 0x0D && $0 != 0x09 } == UInt8(ascii: "<")
 }
 
 #if FUZZING
@@ -160,6 +173,15 @@ struct Replay {
             for _ in 0..<times { paths &+= try! Policy(data: bytes, source: "measure").systemPaths.count }
             let each = times == 0 ? 0 : (nanoseconds() - start) / times
             print("\(times) decodes of \(arguments[2]) (\(bytes.count) bytes): \(each) ns each (\(paths) paths)")
+            return
+        }
+        if arguments.first == "--compare" {
+            // What the reader and Foundation's decoder read, side by side.
+            for file in arguments.dropFirst() {
+                let bytes = contents(of: file)
+                let ours = Result { () throws(PolicyError) in try PropertyListReader.read(bytes, source: file) }
+                print("\(file):\n  reader:     \(ours)\n  Foundation: \(FoundationValue.decode(bytes).map { "\($0)" } ?? "refused")")
+            }
             return
         }
         if arguments.first == "--show" {

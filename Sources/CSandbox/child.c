@@ -22,6 +22,7 @@
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -144,6 +145,16 @@ static void csb_child(const struct csb_child_plan *plan, int report_fd, pid_t pa
         }
     } else if (plan->working_directory != NULL && chdir(plan->working_directory) != 0) {
         csb_child_fail(report_fd, CSB_STAGE_CHDIR);
+    }
+
+    // The policy's resource limits, hard too, so the command cannot raise them.
+    for (int i = 0; i < plan->rlimits_count; i++) {
+        struct rlimit limit;
+        if (getrlimit(plan->rlimits[i].resource, &limit) != 0) csb_child_fail(report_fd, CSB_STAGE_LIMITS);
+        rlim_t value = plan->rlimits[i].value < limit.rlim_max ? (rlim_t)plan->rlimits[i].value : limit.rlim_max;
+        limit.rlim_cur = value;
+        limit.rlim_max = value;
+        if (setrlimit(plan->rlimits[i].resource, &limit) != 0) csb_child_fail(report_fd, CSB_STAGE_LIMITS);
     }
 
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) csb_child_fail(report_fd, CSB_STAGE_NO_NEW_PRIVS);

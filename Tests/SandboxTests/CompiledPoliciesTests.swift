@@ -66,6 +66,10 @@ import Policies
             if !policy.extraSyscalls.isEmpty {
                 lines.append("    policy.extraSyscalls = [\(policy.extraSyscalls.map(literal).joined(separator: ", "))]")
             }
+            if !policy.limits.isEmpty {
+                let limits = policy.limits.sorted { $0.key < $1.key }.map { ".\($0.key.rawValue): \($0.value)" }
+                lines.append("    policy.limits = [\(limits.joined(separator: ", "))]")
+            }
             if !policy.warnings.isEmpty {
                 lines.append("    policy.warnings = [\(policy.warnings.map(literal).joined(separator: ", "))]")
             }

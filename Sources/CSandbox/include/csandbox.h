@@ -197,6 +197,15 @@ struct csb_child_plan {
     /// to be the same device) when the keeper made its mounts read-only, so
     /// that no descriptor of the command is on a mount of the host's.
     const char *stdio_reopen[3];
+    /// Resource limits to set, soft and hard, before exec (never raised:
+    /// each is lowered to the smaller of its value and the current hard limit).
+    const struct csb_rlimit *rlimits;
+    int rlimits_count;
+};
+
+struct csb_rlimit {
+    int resource;   // RLIMIT_*
+    uint64_t value;
 };
 
 /// Where the child failed, sent back through the report socket.
@@ -204,7 +213,7 @@ enum csb_child_stage {
     CSB_STAGE_SIGNALS = 1, CSB_STAGE_PARENT_DEATH, CSB_STAGE_SESSION, CSB_STAGE_STDIO,
     CSB_STAGE_FDS, CSB_STAGE_CHDIR, CSB_STAGE_NO_NEW_PRIVS, CSB_STAGE_CAPABILITIES,
     CSB_STAGE_LANDLOCK, CSB_STAGE_SECCOMP, CSB_STAGE_LISTENER, CSB_STAGE_EXEC, CSB_STAGE_TERMINAL,
-    CSB_STAGE_REOPEN
+    CSB_STAGE_REOPEN, CSB_STAGE_LIMITS
 };
 
 // MARK: The keeper: a command's processes end with it

@@ -87,6 +87,13 @@ extension KernelFeatures {
         if restrictsTCP {
             list.append(landlock("TCP connect/bind limited by the policy", 4, "TCP connect and bind are not limited"))
         }
+        if !policy.limits.isEmpty {
+            let values = policy.limits.sorted { $0.key < $1.key }.map { limit, value in
+                limit == .nproc ? "nproc +\(value)" : "\(limit.rawValue) \(value)"
+            }
+            list.append(Protection(name: "resource limits (soft and hard, never above the launcher's): " + values.joined(separator: ", "),
+                                   enforced: true, detail: "setrlimit before exec; nproc counts from the user's processes at launch"))
+        }
         list.append(Protection(name: "seccomp-bpf syscall allow-list", enforced: seccompFilter,
                                detail: seccompFilter ? "" : "no seccomp: every syscall is open"))
         list.append(Protection(name: "metadata changes (chmod, chown, utimes, xattrs) only inside writable folders",

@@ -39,6 +39,43 @@ extension ConfinementPlan {
         return process
     }
 
+    /// The policy's limits for the child. `nproc` counts from the user's
+    /// processes and threads now: the kernel counts every one of the real
+    /// uid's, so a fixed number could stop a user who already runs many.
+    static func resourceLimits(_ policy: Policy) -> [csb_rlimit] {
+        policy.limits.sorted { $0.key < $1.key }.map { limit, value in
+            let (total, overflow) = limit == .nproc ? value.addingReportingOverflow(tasksOfUser(getuid())) : (value, false)
+            return csb_rlimit(resource: limit.resource, value: overflow ? .max : total)
+        }
+    }
+
+    /// Processes and threads whose /proc entry `uid` owns (the owner is the
+    /// effective uid, the kernel counts by real uid: close enough for a base).
+    static func tasksOfUser(_ uid: uid_t) -> UInt64 {
+        let proc = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard proc >= 0 else { return 0 }
+        guard let directory = fdopendir(proc) else {
+            close(proc)
+            return 0
+        }
+        defer { closedir(directory) }
+        var count: UInt64 = 0
+        while let entry = readdir(directory) {
+            let isPID = withUnsafeBytes(of: entry.pointee.d_name) { name in
+                name.first.map { (UInt8(ascii: "1")...UInt8(ascii: "9")).contains($0) } ?? false
+            }
+            guard isPID else { continue }
+            count += withUnsafeBytes(of: entry.pointee.d_name) { name -> UInt64 in
+                let base = name.baseAddress!.assumingMemoryBound(to: CChar.self)
+                var status = stat()
+                guard fstatat(proc, base, &status, 0) == 0, status.st_uid == uid else { return 0 }
+                guard fstatat(proc, String(cString: base) + "/task", &status, 0) == 0, status.st_nlink > 2 else { return 1 }
+                return UInt64(status.st_nlink - 2)
+            }
+        }
+        return count
+    }
+
     /// One launch: with `reopen`, under read-only mounts (nil returned when
     /// they could not be made and nothing ran), else supervised.
     private func launch(
@@ -55,6 +92,7 @@ extension ConfinementPlan {
         var reportFD: CInt = -1
         // The keeper is a fork: it reads its own copy of everything below.
         let filter = try filter(readOnlyMounts: readOnly)
+        let limits = Self.resourceLimits(request.policy)
         let filterBytes = filter ?? []
         let guardBytes = terminalGuard ?? []
         let spawned: CInt = executable.withCString { path in
@@ -104,7 +142,11 @@ extension ConfinementPlan {
                                 keeper.writable_paths = UnsafeRawPointer(writable.pointer).assumingMemoryBound(to: UnsafePointer<CChar>?.self)
                                 keeper.writable_fds = fds.baseAddress
                                 keeper.writable_count = readOnly ? CInt(fds.count) : 0
-                                return csb_spawn_kept(&plan, &keeper, &keeperPID, &pidfd, &reportFD)
+                                return limits.withUnsafeBufferPointer { rlimits in
+                                    plan.rlimits = rlimits.baseAddress
+                                    plan.rlimits_count = CInt(rlimits.count)
+                                    return csb_spawn_kept(&plan, &keeper, &keeperPID, &pidfd, &reportFD)
+                                }
                             }
                         }
                     }
@@ -185,6 +227,7 @@ extension ConfinementPlan {
             CSB_KEEPER_MOUNT.rawValue: "making the keeper's mounts private",
             CSB_KEEPER_READ_ONLY_MOUNTS.rawValue: "making the keeper's mounts read-only",
             CSB_STAGE_REOPEN.rawValue: "opening stdin/stdout/stderr's device again in the sandbox's namespace",
+            CSB_STAGE_LIMITS.rawValue: "setting the policy's resource limits (org.sandboxed-run.limits)",
         ]
         return .setup(step: steps[UInt32(stage)] ?? "child stage \(stage)", errno: errno)
     }

@@ -59,12 +59,20 @@ struct BinaryPropertyListReader {
         guard topObject < objectCount else {
             throw fail("the trailer names object \(topObject) as the top, but there are \(objectCount)")
         }
+        // As Apple's reader requires: references able to name every object, offsets to reach the table.
+        guard referenceSize == 8 || UInt64(1) << (8 * referenceSize) > objectCount,
+            offsetSize == 8 || UInt64(1) << (8 * offsetSize) > tableOffset
+        else {
+            throw fail("references of \(referenceSize) bytes cannot name \(objectCount) objects, "
+                + "or offsets of \(offsetSize) bytes cannot reach the table at \(tableOffset)")
+        }
         let count = Int(objectCount)
         // objectCount is at most 100,000 and offsetSize at most 8: no overflow.
+        // Apple's reader wants the table to end where the trailer starts.
         guard tableOffset > UInt64(header), tableOffset <= UInt64(trailer),
-            count * offsetSize <= trailer - Int(tableOffset)
+            count * offsetSize == trailer - Int(tableOffset)
         else {
-            throw fail("the offset table (at \(tableOffset), \(count) entries of \(offsetSize) bytes) does not fit in the file")
+            throw fail("the offset table (at \(tableOffset), \(count) entries of \(offsetSize) bytes) does not end where the trailer starts")
         }
         objectsEnd = Int(tableOffset)
         offsets.reserveCapacity(count)
@@ -139,7 +147,9 @@ struct BinaryPropertyListReader {
             guard text.allSatisfy({ $0 != 0 && $0 < 0x80 }) else {
                 throw fail(object: index, "an ASCII string holds a NUL or a byte above 0x7F")
             }
-            return (.string(String(decoding: text, as: UTF8.self)), Size(textBytes: length))
+            let string = String(decoding: text, as: UTF8.self)
+            try refuseNull(string, index)
+            return (.string(string), Size(textBytes: length))
         case 0x6:
             let units = try count(index, low, &at)
             guard units <= (objectsEnd - at) / 2 else { throw fail(object: index, "a string of \(units) characters runs past the objects") }
@@ -150,6 +160,7 @@ struct BinaryPropertyListReader {
             guard !utf16.contains(0), let text = String(validating: utf16, as: UTF16.self) else {
                 throw fail(object: index, "a UTF-16 string holds a NUL or half a surrogate pair")
             }
+            try refuseNull(text, index)
             return (.string(text), Size(textBytes: text.utf8.count))
         case 0x8:
             try need(index, at, low + 1)
@@ -204,6 +215,13 @@ struct BinaryPropertyListReader {
         }
     }
 
+    /// Foundation's PropertyListDecoder reads the string `$null` as no value.
+    private func refuseNull(_ text: String, _ index: Int) throws(PolicyError) {
+        guard text != "$null" else {
+            throw fail(object: index, "the string '$null' is read as no value by Apple's decoder")
+        }
+    }
+
     /// Adds a child's expanded size to its container's, within the limits.
     private func add(_ child: Size, to size: inout Size, _ index: Int) throws(PolicyError) {
         size.levels = max(size.levels, child.levels + 1)
@@ -249,7 +267,9 @@ struct BinaryPropertyListReader {
     }
 
     /// Integers of 1, 2 and 4 bytes are unsigned, of 8 signed; 16-byte ones
-    /// (which writers use for values above Int64.max) must fit in 64 bits.
+    /// (which writers use for values above Int64.max) must be from 0 to
+    /// Int.max: Foundation keeps only their low 8 bytes, unsigned, and
+    /// CoreFoundation all 16, signed, so a negative one means two things.
     private func integer(_ index: Int, at offset: Int, size: Int) throws(PolicyError) -> Int {
         switch size {
         case 1, 2, 4: return Int(unsigned(at: offset, size: size))
@@ -257,8 +277,8 @@ struct BinaryPropertyListReader {
         default:
             let high = unsigned(at: offset, size: 8)
             let low = Int64(bitPattern: unsigned(at: offset + 8, size: 8))
-            guard (high == 0 && low >= 0) || (high == .max && low < 0) else {
-                throw fail(object: index, "an integer out of range (\(Int.min) to \(Int.max))")
+            guard high == 0, low >= 0 else {
+                throw fail(object: index, "a 16-byte integer out of range (0 to \(Int.max))")
             }
             return Int(low)
         }

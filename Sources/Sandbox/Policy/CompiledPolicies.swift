@@ -74,6 +74,7 @@ extension Policy {
                 SystemPath(path: "/dev/zero", access: .readWrite),
                 SystemPath(path: "/dev/full", access: .readWrite),
             ]
+            policy.limits = [.core: 0, .memlock: 8388608, .nice: 0, .nproc: 1024, .rtprio: 0]
         case "read-only":
             policy = Policy(source: "builtin:read-only")
             policy.userSelectedAccess = .readOnly
@@ -141,6 +142,7 @@ extension Policy {
                 SystemPath(path: "/dev/zero", access: .readWrite),
                 SystemPath(path: "/dev/full", access: .readWrite),
             ]
+            policy.limits = [.core: 0, .memlock: 8388608, .nice: 0, .nproc: 1024, .rtprio: 0]
         case "networked":
             policy = Policy(source: "builtin:networked")
             policy.userSelectedAccess = .readWrite
@@ -209,6 +211,7 @@ extension Policy {
                 SystemPath(path: "/dev/zero", access: .readWrite),
                 SystemPath(path: "/dev/full", access: .readWrite),
             ]
+            policy.limits = [.core: 0, .memlock: 8388608, .nice: 0, .nproc: 1024, .rtprio: 0]
         default:
             return nil
         }

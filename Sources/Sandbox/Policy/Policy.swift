@@ -36,11 +36,45 @@ public struct Policy: Equatable, Sendable {
     /// `org.sandboxed-run.syscalls.allow`: syscalls the writer needs beyond
     /// the built-in allow-list. Syscalls that break confinement are refused.
     public var extraSyscalls: [String] = []
+    /// `org.sandboxed-run.limits`: resource limits set, soft and hard, in the
+    /// command before it starts (never above what the launcher has).
+    public var limits: [ResourceLimit: UInt64] = [:]
     /// Keys that were understood but ignored, or unknown: shown, never fatal.
     public var warnings: [String] = []
 
     public init(source: String) {
         self.source = source
+    }
+}
+
+/// A resource limit a policy may set, by its name in `org.sandboxed-run.limits`.
+public enum ResourceLimit: String, Sendable, CaseIterable, Comparable {
+    /// RLIMIT_CORE, bytes of a core dump: 0, none (a dump can go to a host
+    /// helper that runs as root outside the sandbox, when core_pattern is a pipe).
+    case core
+    /// RLIMIT_MEMLOCK, bytes of memory mlock() can pin, out of the host's reach.
+    case memlock
+    /// RLIMIT_NICE: how far the command may raise its priority (20 - value is
+    /// the lowest nice value); 0, not above the user's other processes.
+    case nice
+    /// RLIMIT_NPROC: processes and threads the command may add to those its
+    /// user runs at launch (the kernel counts every process of the user).
+    case nproc
+    /// RLIMIT_RTPRIO: the highest real-time priority (SCHED_FIFO, SCHED_RR)
+    /// the command may take; 0, none, so it cannot starve the host.
+    case rtprio
+
+    public static func < (a: Self, b: Self) -> Bool { a.rawValue < b.rawValue }
+
+    /// The RLIMIT_* number.
+    public var resource: Int32 {
+        switch self {
+        case .core: 4
+        case .memlock: 8
+        case .nice: 13
+        case .nproc: 6
+        case .rtprio: 14
+        }
     }
 }
 

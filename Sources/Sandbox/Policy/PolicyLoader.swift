@@ -222,13 +222,30 @@ extension Policy {
             extraSyscalls.append(name)
         }
 
+        let limitsKey = "org.sandboxed-run.limits"
+        if let value = raw[limitsKey] {
+            guard case .dictionary(let entries) = value else {
+                throw fail(limitsKey, "expected a dictionary of limit names and integers, found \(value.kind)")
+            }
+            let names = ResourceLimit.allCases.map(\.rawValue).joined(separator: ", ")
+            for (name, entry) in entries.sorted(by: { $0.key < $1.key }) {
+                guard let limit = ResourceLimit(rawValue: name) else {
+                    throw fail(limitsKey, "unknown limit '\(PropertyListReader.printable(name))'; the limits are \(names)")
+                }
+                guard case .integer(let number) = entry, number >= 0 else {
+                    throw fail(limitsKey, "'\(name)' should be an integer from 0 to \(Int.max), found \(entry.kind)")
+                }
+                limits[limit] = UInt64(number)
+            }
+        }
+
         let known: Set<String> = [
             "org.sandboxed-run.policy-version", "com.apple.security.app-sandbox",
             "com.apple.security.files.user-selected.read-write", "com.apple.security.files.user-selected.read-only",
             "com.apple.security.network.client", "com.apple.security.network.server",
             "org.sandboxed-run.network.tcp-connect-ports", "org.sandboxed-run.network.tcp-bind-ports",
             "org.sandboxed-run.system-paths.read-execute", "org.sandboxed-run.system-paths.read-only",
-            "org.sandboxed-run.system-paths.read-write", syscallsKey,
+            "org.sandboxed-run.system-paths.read-write", syscallsKey, limitsKey,
         ]
         for key in raw.keys.sorted() where !known.contains(key) {
             if key.hasPrefix(Policy.ownPrefix) {

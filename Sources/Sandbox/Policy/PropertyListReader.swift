@@ -45,7 +45,8 @@
                 throw fail("UTF-16 or UTF-32 text is not supported; save the file as UTF-8. \(advice)")
             }
             try TextInput.validate(bytes, source: source)
-            var start = bytes.starts(with: [0xEF, 0xBB, 0xBF]) ? 3 : 0  // a UTF-8 byte order mark
+            let text = bytes.starts(with: [0xEF, 0xBB, 0xBF]) ? 3 : 0  // a UTF-8 byte order mark
+            var start = text
             while start < bytes.count, TextInput.isSpace(bytes[start]) { start += 1 }
             switch start < bytes.count ? bytes[start] : 0 {
             case UInt8(ascii: "{"):
@@ -54,7 +55,7 @@
                 top = try reader.read()
             case UInt8(ascii: "<"):
                 format = "XML property list"
-                var reader = XMLPropertyListReader(bytes, source: source, start: start)
+                var reader = XMLPropertyListReader(bytes, source: source, start: text)
                 top = try reader.read()
             default:
                 throw fail("neither a property list (XML or binary) nor a JSON object. \(advice)")
