@@ -42,11 +42,25 @@ extension ConfinementPlan {
     /// The policy's limits for the child. `nproc` counts from the user's
     /// processes and threads now: the kernel counts every one of the real
     /// uid's, so a fixed number could stop a user who already runs many.
+    /// The kernel never applies RLIMIT_NPROC to uid 0: no count for root.
     static func resourceLimits(_ policy: Policy) -> [csb_rlimit] {
         policy.limits.sorted { $0.key < $1.key }.map { limit, value in
-            let (total, overflow) = limit == .nproc ? value.addingReportingOverflow(tasksOfUser(getuid())) : (value, false)
+            let counted = limit == .nproc && getuid() != 0
+            let (total, overflow) = counted ? value.addingReportingOverflow(tasksOfUser(getuid())) : (value, false)
+            // `core 0` means no dump. Where the kernel pipes dumps to a helper
+            // (kernel.core_pattern "|..."), only a limit of 1 stops it from
+            // starting that helper, as root, on the command's memory.
+            if limit == .core, value == 0, corePatternIsPipe() { return csb_rlimit(resource: limit.resource, value: 1) }
             return csb_rlimit(resource: limit.resource, value: overflow ? .max : total)
         }
+    }
+
+    static func corePatternIsPipe() -> Bool {
+        let fd = open("/proc/sys/kernel/core_pattern", O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return true }  // unknown: assume the helper
+        defer { close(fd) }
+        var first: UInt8 = 0
+        return read(fd, &first, 1) != 1 || first == UInt8(ascii: "|")
     }
 
     /// Processes and threads whose /proc entry `uid` owns (the owner is the
