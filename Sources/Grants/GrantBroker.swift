@@ -327,12 +327,16 @@ public final class GrantBroker {
 
     /// Accepts a moved folder, or an old key, as Apple tells apps to: a new
     /// bookmark for the same grant, at the folder's current path, sealed with
-    /// the current key. The ledger follows the move.
+    /// the current key. The ledger follows the move. A folder that has come
+    /// to hold, or moved into, the broker's state or the containers is
+    /// refused: no bookmark ever names such a place.
     public func renew(_ resolution: BookmarkResolution, app: AppID) throws(GrantError) -> [UInt8] {
         guard var bookmark = resolution.bookmark, let record = resolution.grant,
-              resolution.status == .fresh || resolution.status == .moved, let path = resolution.currentPath else {
+              resolution.status == .fresh || resolution.status == .moved, let path = resolution.currentPath,
+              let folder = resolution.folder else {
             throw .bookmarkFile(path: resolution.originalPath.map { "\($0)" } ?? "?", problem: "only a fresh or moved bookmark can be renewed, not a \(resolution.status.rawValue) one")
         }
+        try checkNotProtected(folder, path: path)
         bookmark.path = path
         let (keyID, key) = try keyring.current()
         let blob: [UInt8]

@@ -12,6 +12,27 @@ import Testing
         try FileManager.default.createDirectory(atPath: home.path + "/Vault", withIntermediateDirectories: true)
     }
 
+    /// A folder moved into the app's container: `resolve --follow` and
+    /// `run --on-stale follow` both refuse it, and neither rewrites the
+    /// bookmark, which therefore still resolves moved (not fresh) next time.
+    @Test func aFollowIntoTheContainersIsRefusedAndRewritesNothing() throws {
+        #expect(try CLI.run(["pick", "--app", Self.app, "--select", vault, "-o", bookmark], home: home).status == 0)
+        let before = try Data(contentsOf: URL(fileURLWithPath: bookmark))
+        let containers = home.path + "/data/sandboxed-run/containers"
+        try FileManager.default.createDirectory(atPath: containers, withIntermediateDirectories: true)
+        #expect(rename(vault, containers + "/Vault") == 0)
+
+        let followed = try CLI.run(["resolve", "--app", Self.app, "--follow", bookmark], home: home)
+        #expect(followed.status == 125, "\(followed.stdout)")
+        #expect(followed.stderr.contains("cannot grant \(containers)/Vault: it would expose sandboxed-run's own"), "\(followed.stderr)")
+        let ran = try CLI.run(["run", "--app", Self.app, "--grant", "V=\(bookmark)", "--on-stale", "follow", "--", "/bin/true"], home: home)
+        #expect(ran.status == 125)
+        #expect(!ran.stderr.contains("bookmark rewritten"), "\(ran.stderr)")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: bookmark)) == before, "the bookmark was rewritten")
+        let again = try CLI.run(["resolve", "--app", Self.app, bookmark], home: home)
+        #expect(again.status == 10, "\(again.stdout)")
+    }
+
     /// Every write of a bookmark syncs its folder once, through a descriptor
     /// that can be synced: no fsync fails (an O_PATH descriptor gives EBADF).
     @Test(.enabled(if: getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/strace"), "needs strace (scripts/install-deps), and root to trace"))
