@@ -42,7 +42,8 @@ public struct PickRequest: Sendable {
 /// resolution verified. The safety rules live here, in one place:
 /// - bookmark files are read and replaced through `BookmarkFile`, so nothing
 ///   the app planted at or along their path is followed or waited on;
-/// - replaced, missing, revoked, wrong-app and invalid bookmarks are never followed;
+/// - replaced, missing, covered, inaccessible, revoked, wrong-app and invalid
+///   bookmarks are never followed;
 /// - a folder that has come to hold the broker's state is refused, and a
 ///   bookmark is rewritten only after the folder passed every check;
 /// - the policy caps the access (`user-selected.read-only` downgrades).
@@ -129,7 +130,7 @@ public struct LaunchGrants {
         case (.moved, .fail):
             throw fail("\(resolution.message). Pass --on-stale follow to accept the new place, or --on-stale prompt to choose again.")
         default:
-            // Replaced, missing, revoked, wrong app and invalid are never followed.
+            // Replaced, missing, covered, inaccessible, revoked, wrong app and invalid are never followed.
             throw fail("\(resolution.status.rawValue): \(resolution.message)")
         }
         return try rule(for: resolution, name: name, allowed: allowed, fail)
