@@ -88,7 +88,7 @@ struct Resolve: ParsableCommand {
         discussion: """
             Exit codes: 0 fresh, 10 moved (stale), 11 replaced, 12 missing, 13 revoked, 14 wrong-app, 15 invalid, \
             16 covered (a mount hides the folder), 17 inaccessible (a folder on the path may not be searched), 125 usage. \
-            --follow rewrites the bookmark only for a moved folder that may be granted where it is now.
+            --follow rewrites only a stale bookmark (moved, or sealed with an older key) whose folder may be granted where it is now.
             """
     )
     @OptionGroup var app: AppOptions
