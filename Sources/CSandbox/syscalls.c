@@ -209,6 +209,17 @@ int csb_birth_time(int fd, int64_t *seconds, uint32_t *nanoseconds) {
     return 0;
 }
 
+int csb_mount_facts(int fd, uint64_t *mount_id, int *is_mount_root, uint64_t *device, uint64_t *inode) {
+    struct statx st;
+    if (statx(fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, STATX_INO | STATX_MNT_ID, &st) != 0) return -1;
+    if (!(st.stx_mask & STATX_MNT_ID)) { errno = ENODATA; return -1; }
+    *mount_id = st.stx_mnt_id;
+    *is_mount_root = (st.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) ? !!(st.stx_attributes & STATX_ATTR_MOUNT_ROOT) : -1;
+    *device = (uint64_t)makedev(st.stx_dev_major, st.stx_dev_minor);
+    *inode = st.stx_ino;
+    return 0;
+}
+
 int csb_memfd_create(const char *name) {
     return memfd_create(name, MFD_CLOEXEC);
 }

@@ -67,13 +67,9 @@ public final class BookmarkFile {
         // An unnamed file (O_TMPFILE) linked into place: a process killed
         // half way leaves nothing behind. The name is replaced, never what it
         // named, so a device swapped in at the last moment is not written.
+        // The folder is synced too (through a readable descriptor: `folder` is O_PATH).
         do { try AtomicFile.replace(name, in: folder, with: bytes, mode: 0o600) } catch {
             throw problem("could not be written: \(error)")
-        }
-        let directory = openat(folder.rawValue, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        if directory >= 0 {
-            fsync(directory)
-            close(directory)
         }
     }
 

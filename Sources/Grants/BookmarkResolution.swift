@@ -17,6 +17,12 @@ public enum BookmarkStatus: String, Sendable, CaseIterable {
     case wrongApp = "wrong-app"
     /// Forged, corrupt, truncated, from an unknown key, or unknown to this broker.
     case invalid
+    /// A filesystem mounted on the path, or on a folder above it, hides the
+    /// folder: what the path leads to is not the folder. Never followed.
+    case covered
+    /// A folder on the path may not be searched by this user: whether the
+    /// folder is still there cannot be told. A permission problem.
+    case inaccessible
 
     public var exitCode: Int32 {
         switch self {
@@ -27,6 +33,8 @@ public enum BookmarkStatus: String, Sendable, CaseIterable {
         case .revoked: 13
         case .wrongApp: 14
         case .invalid: 15
+        case .covered: 16
+        case .inaccessible: 17
         }
     }
 }

@@ -51,6 +51,33 @@ public struct FolderIdentity: Equatable, Sendable {
         return device == other.device || (filesystemID == other.filesystemID && filesystemType == other.filesystemType)
     }
 
+    /// btrfs: each subvolume has its own st_dev and f_fsid.
+    static let btrfsMagic: UInt64 = 0x9123_683E
+
+    /// Whether `fd` lies on the filesystem this folder was on, as far as
+    /// hints tell: the same device, the same fsid and type (a remount on
+    /// another device), or on btrfs, where st_dev and the fsid's second word
+    /// differ per subvolume, the fsid's first word (the filesystem's UUID
+    /// folded, unchanged by subvolume ids below 2^32). Used to choose where
+    /// to look and whether a stale handle means deleted, never as identity.
+    func mayShareFilesystem(with fd: OwnedDescriptor) -> Bool {
+        guard let st = try? fd.status() else { return false }
+        if UInt64(st.st_dev) == device { return true }
+        var fsid: UInt64 = 0
+        var fsType: UInt64 = 0
+        guard (try? syscallRetrying({ csb_filesystem_identity(fd.rawValue, &fsid, &fsType) })) != nil, fsType == filesystemType else { return false }
+        if fsid == filesystemID { return true }
+        let firstWord = { (value: UInt64) in withUnsafeBytes(of: value) { Array($0.prefix(4)) } }
+        return fsType == Self.btrfsMagic && firstWord(fsid) == firstWord(filesystemID)
+    }
+
+    /// Whether `fd` is on a filesystem of the same type (the kind of handle it decodes).
+    func hasFilesystemType(of fd: OwnedDescriptor) -> Bool {
+        var fsid: UInt64 = 0
+        var fsType: UInt64 = 0
+        return (try? syscallRetrying({ csb_filesystem_identity(fd.rawValue, &fsid, &fsType) })) != nil && fsType == filesystemType
+    }
+
     /// The raw handle for `open_by_handle_at`.
     var fileHandle: csb_file_handle {
         var raw = csb_file_handle()

@@ -13,15 +13,27 @@ struct FolderLocator {
     /// Set false to test the search where the capability is present.
     var useFileHandles = true
 
-    func locate(_ identity: FolderIdentity, near originalPath: FilePath) -> (OwnedDescriptor, FilePath, LocateMethod)? {
-        if useFileHandles, !identity.handleIsFID, let found = openByHandle(identity, near: originalPath) {
-            return (found.0, found.1, .fileHandle)
+    /// What looking for the folder found.
+    enum Located {
+        /// The folder, and the path the kernel has for it (which may be hidden by a mount: check).
+        case found(OwnedDescriptor, FilePath, LocateMethod)
+        /// Its own filesystem answered that the handle names nothing any more: deleted.
+        case gone
+        case notFound
+    }
+
+    func locate(_ identity: FolderIdentity, near originalPath: FilePath) -> Located {
+        if useFileHandles, !identity.handleIsFID {
+            switch openByHandle(identity, near: originalPath) {
+            case .notFound: break
+            case let answer: return answer
+            }
         }
-        return search(identity, near: originalPath)
+        return search(identity, near: originalPath) ?? .notFound
     }
 
     /// The nearest folder above `path` that still exists, then its parents.
-    private func existingAncestors(of path: FilePath) -> [FilePath] {
+    func existingAncestors(of path: FilePath) -> [FilePath] {
         var result: [FilePath] = []
         var candidate = path
         while candidate.bytes != [UInt8(ascii: "/")], !candidate.isEmpty {
@@ -32,30 +44,45 @@ struct FolderLocator {
         return result
     }
 
-    private func openByHandle(_ identity: FolderIdentity, near originalPath: FilePath) -> (OwnedDescriptor, FilePath)? {
-        // Any directory on the same filesystem serves as the mount fd; it
-        // must be opened for reading (an O_PATH fd gives EBADF).
+    /// Any folder of the same filesystem serves as the mount fd. Its st_dev
+    /// need not be the folder's: on btrfs every subvolume has its own, and
+    /// the handle names the subvolume. A folder on another filesystem of the
+    /// same type may decode the handle into something else: what opens is
+    /// kept only if its identity is the folder's.
+    private func openByHandle(_ identity: FolderIdentity, near originalPath: FilePath) -> Located {
         for ancestor in existingAncestors(of: originalPath) {
-            let raw = ancestor.withPlatformString { open($0, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
-            guard raw >= 0 else { continue }
+            // Opened for reading: an O_PATH fd as the mount fd gives EBADF.
+            guard let raw = try? syscallRetrying({ ancestor.withPlatformString { open($0, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) } })
+            else { continue }
             let mount = OwnedDescriptor(taking: raw)
-            guard let st = try? mount.status(), UInt64(st.st_dev) == identity.device else { continue }
+            guard identity.hasFilesystemType(of: mount) else { continue }
             var handle = identity.fileHandle
             let fd = csb_open_by_handle(mount.rawValue, &handle)
-            guard fd >= 0 else { return nil }  // EPERM without the capability, ESTALE when deleted
+            guard fd >= 0 else {
+                let code = errno
+                if code == EPERM { return .notFound }  // no CAP_DAC_READ_SEARCH: search instead
+                if code == ESTALE || code == ENOENT, identity.mayShareFilesystem(with: mount) { return .gone }
+                continue
+            }
             let folder = OwnedDescriptor(taking: fd)
-            guard let path = folder.currentPath else { return nil }
-            return (folder, path)
+            guard let found = try? FolderIdentity.of(folder, path: ancestor), found.isSameFolder(as: identity) else { continue }
+            // Deleted while something still holds it open: no path leads there.
+            guard let path = folder.currentPath else { return .gone }
+            return .found(folder, path, .fileHandle)
         }
-        return nil
+        return .notFound
     }
 
-    /// Breadth-first from the old parent outwards, never crossing into
-    /// another filesystem or following symlinks. Names are taken as bytes.
-    private func search(_ identity: FolderIdentity, near originalPath: FilePath) -> (OwnedDescriptor, FilePath, LocateMethod)? {
+    /// Breadth-first from the old parent outwards, never following symlinks
+    /// or leaving the mount it starts on (btrfs subvolumes, which are not
+    /// mounts, are crossed). Only folders that may be on the folder's
+    /// filesystem are starting points. Names are taken as bytes.
+    private func search(_ identity: FolderIdentity, near originalPath: FilePath) -> Located? {
         var visited = 0
         var seen = Set<FilePath>()
         for root in existingAncestors(of: originalPath) {
+            guard let start = try? OwnedDescriptor.openPath(root, follow: false), identity.mayShareFilesystem(with: start),
+                  let mount = MountFacts.of(start)?.mountID else { continue }
             var queue = [root]
             var index = 0
             while index < queue.count {
@@ -65,9 +92,9 @@ struct FolderLocator {
                 visited += 1
                 if visited > searchLimit { return nil }
                 guard let fd = try? OwnedDescriptor.openPath(folder, follow: false),
-                      let st = try? fd.status(), (st.st_mode & S_IFMT) == S_IFDIR, UInt64(st.st_dev) == identity.device else { continue }
+                      let st = try? fd.status(), (st.st_mode & S_IFMT) == S_IFDIR, MountFacts.of(fd)?.mountID == mount else { continue }
                 if let candidate = try? FolderIdentity.of(fd, path: folder), candidate.isSameFolder(as: identity) {
-                    return (fd, folder, .boundedSearch(visited: visited))
+                    return .found(fd, folder, .boundedSearch(visited: visited))
                 }
                 for entry in (try? directoryEntries(folder)) ?? [] where entry.isDirectory {
                     queue.append(FilePath(bytes: folder.bytes + (folder.bytes == [UInt8(ascii: "/")] ? [] : [UInt8(ascii: "/")]) + entry.rawName))

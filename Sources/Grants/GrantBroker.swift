@@ -222,6 +222,11 @@ public final class GrantBroker {
         }
         // An error walking up is a refusal: fail closed.
         if let index = Ancestry.firstOverlap(of: folder, among: guarded) {
+            // Said apart from a proven overlap: a folder this user may not
+            // search (mode 000) cannot be walked up from.
+            do { _ = try Ancestry.isBeneath(folder, anyOf: []) } catch {
+                throw .unprovenFolder(folder: "\(path)", protected: protectedFolders[index], errno: error)
+            }
             throw .protectedFolder(folder: "\(path)", protected: protectedFolders[index])
         }
     }
@@ -288,21 +293,58 @@ public final class GrantBroker {
                     bookmark: bookmark)
             }
         }
+        let stale = { (status: BookmarkStatus, message: String) in
+            self.outcome(status, record: record, bookmark: bookmark, message: message)
+        }
+        // Whether the folder was deleted, as its own filesystem says (a file handle that names nothing).
+        var gone = false
         if !options.contains(.withoutSearch) {
             var locator = self.locator
             if options.contains(.withoutFileHandles) { locator.useFileHandles = false }
-            if let (folder, path, method) = locator.locate(bookmark.identity, near: bookmark.path) {
-                let because = somethingAtPath ? "something else now sits at \(bookmark.path)" : "\(bookmark.path) is gone"
-                return BookmarkResolution(
-                    status: .moved, grant: record, access: bookmark.access, originalPath: bookmark.path, currentPath: path,
-                    isStale: true, method: method, folder: folder,
-                    message: "Reconnect your folder: it moved to \(path) (\(because); found by \(method))", bookmark: bookmark)
+            switch locator.locate(bookmark.identity, near: bookmark.path) {
+            case .found(let folder, let path, let method):
+                // A moved folder is followed only to a path that leads to it.
+                if PathReach.leads(path, to: folder) {
+                    let because = somethingAtPath ? "something else now sits at \(bookmark.path)" : "\(bookmark.path) is gone"
+                    return BookmarkResolution(
+                        status: .moved, grant: record, access: bookmark.access, originalPath: bookmark.path, currentPath: path,
+                        isStale: true, method: method, folder: folder,
+                        message: "Reconnect your folder: it moved to \(path) (\(because); found by \(method))", bookmark: bookmark)
+                }
+                if let cover = PathReach.coveringMount(on: path, hiding: folder) {
+                    return stale(.covered, "\(bookmark.path) is covered: another filesystem is mounted on \(cover), hiding the folder you granted (it is still there, found by \(method)). "
+                        + "Nothing is granted while it is hidden: unmount \(cover), then try again.")
+                }
+                // Moved again meanwhile, or out of this process's view: as if not found.
+            case .gone:
+                gone = true
+            case .notFound:
+                break
             }
         }
-        if somethingAtPath {
-            return outcome(.replaced, record: record, bookmark: bookmark, message: "\(bookmark.path) is not the folder you granted: it was deleted and recreated, swapped or replaced by a link. Pick it again if you trust it.")
+        if !gone, let cover = PathReach.likelyCover(of: bookmark.identity, at: bookmark.path) {
+            return stale(.covered, "\(bookmark.path) is covered: another filesystem is mounted on \(cover), so the path no longer leads to the folder you granted. "
+                + "Whether the folder still lies beneath the mount cannot be told without looking it up by file handle (CAP_DAC_READ_SEARCH). "
+                + "Nothing is granted: unmount \(cover) and try again, or pick the folder again.")
         }
-        return outcome(.missing, record: record, bookmark: bookmark, message: "\(bookmark.path) no longer exists and was not found nearby: was it deleted, or moved to another disk? Pick it again.")
+        if !somethingAtPath, let denied = PathReach.unsearchable(on: bookmark.path) {
+            let digits = String(denied.mode, radix: 8)
+            let mode = String(repeating: "0", count: max(0, 4 - digits.count)) + digits
+            let fix = denied.owner == geteuid()
+                ? "give yourself search permission on it again (`chmod u+x \(denied.folder)`)"
+                : "ask its owner (uid \(denied.owner)) to let you search it (x permission), or resolve as a user who may"
+            return stale(.inaccessible, "\(bookmark.path) cannot be reached: you (uid \(geteuid())) may not search \(denied.folder) (mode \(mode), owner uid \(denied.owner)), "
+                + "so whether the folder is still there cannot be told. This is a permission problem, not a deleted or moved folder: \(fix). Nothing was granted.")
+        }
+        if somethingAtPath {
+            return stale(.replaced, "\(bookmark.path) is not the folder you granted: it was deleted and recreated, swapped or replaced by a link. Pick it again if you trust it.")
+        }
+        if !gone, !locator.existingAncestors(of: bookmark.path).contains(where: { ancestor in
+            (try? OwnedDescriptor.openPath(ancestor, follow: false)).map(bookmark.identity.mayShareFilesystem(with:)) ?? false
+        }) {
+            return stale(.missing, "\(bookmark.path) no longer exists, and no folder above it is on the filesystem it was on: is that filesystem unmounted (a disk removed)? Mount it where it was and try again, or pick the folder again.")
+        }
+        return stale(.missing, "\(bookmark.path) no longer exists and was not found nearby: was it deleted, or moved to another disk? Pick it again.")
     }
 
     private func outcome(_ status: BookmarkStatus, record: GrantRecord? = nil, bookmark: Bookmark? = nil, message: String) -> BookmarkResolution {
@@ -313,12 +355,16 @@ public final class GrantBroker {
 
     /// Accepts a moved folder, or an old key, as Apple tells apps to: a new
     /// bookmark for the same grant, at the folder's current path, sealed with
-    /// the current key. The ledger follows the move.
+    /// the current key. The ledger follows the move. A folder that has come
+    /// to hold, or moved into, the broker's state or the containers is
+    /// refused: no bookmark ever names such a place.
     public func renew(_ resolution: BookmarkResolution, app: AppID) throws(GrantError) -> [UInt8] {
         guard var bookmark = resolution.bookmark, let record = resolution.grant,
-              resolution.status == .fresh || resolution.status == .moved, let path = resolution.currentPath else {
+              resolution.status == .fresh || resolution.status == .moved, let path = resolution.currentPath,
+              let folder = resolution.folder else {
             throw .bookmarkFile(path: resolution.originalPath.map { "\($0)" } ?? "?", problem: "only a fresh or moved bookmark can be renewed, not a \(resolution.status.rawValue) one")
         }
+        try checkNotProtected(folder, path: path)
         bookmark.path = path
         let (keyID, key) = try keyring.current()
         let blob: [UInt8]

@@ -7,6 +7,9 @@ public enum GrantError: Error, Equatable, CustomStringConvertible, Sendable {
     case notADirectory(String)
     /// The folder holds, or lies inside, sandboxed-run's own state or containers.
     case protectedFolder(folder: String, protected: String)
+    /// The folders above the folder could not be walked (it may not be
+    /// searched), so that it is apart from the protected folders is unproven.
+    case unprovenFolder(folder: String, protected: String, errno: Errno)
     /// The filesystem gives no file handle, so replacement could not be told apart.
     case noFolderIdentity(folder: String, errno: Errno)
     case stateDirectory(step: String, errno: Errno)
@@ -36,6 +39,9 @@ public enum GrantError: Error, Equatable, CustomStringConvertible, Sendable {
             "\(path) is not a folder: grants are for folders"
         case .protectedFolder(let folder, let protected):
             "cannot grant \(folder): it would expose sandboxed-run's own \(protected) (keys, ledger or other apps' containers). Pick a folder that neither holds nor lies inside it."
+        case .unprovenFolder(let folder, let protected, let errno):
+            "cannot grant \(folder): whether it holds or lies inside sandboxed-run's own \(protected) could not be checked, because the folders above it could not be walked from it (\(errno)). "
+                + "Let this user search it (`chmod u+x \(folder)`), or pick another folder."
         case .noFolderIdentity(let folder, let errno):
             "cannot grant \(folder): its filesystem gives no file handle (\(errno)), so a replaced folder could not be told from the original"
         case .stateDirectory(let step, let errno):

@@ -42,8 +42,10 @@ public struct PickRequest: Sendable {
 /// resolution verified. The safety rules live here, in one place:
 /// - bookmark files are read and replaced through `BookmarkFile`, so nothing
 ///   the app planted at or along their path is followed or waited on;
-/// - replaced, missing, revoked, wrong-app and invalid bookmarks are never followed;
-/// - a folder that has come to hold the broker's state is refused;
+/// - replaced, missing, covered, inaccessible, revoked, wrong-app and invalid
+///   bookmarks are never followed;
+/// - a folder that has come to hold the broker's state is refused, and a
+///   bookmark is rewritten only after the folder passed every check;
 /// - the policy caps the access (`user-selected.read-only` downgrades).
 public struct LaunchGrants {
     public let broker: GrantBroker
@@ -105,8 +107,12 @@ public struct LaunchGrants {
         case (.fresh, _) where !resolution.isStale:
             break
         case (.fresh, .follow), (.moved, .follow):
+            // Checked before anything is written: a folder the launch would
+            // refuse (protected, or not allowed) never gets a bookmark.
+            let granted = try rule(for: resolution, name: name, allowed: allowed, fail)
             try file.replace(with: try broker.renew(resolution, app: app))
             notice("grant \(name): \(resolution.message); bookmark rewritten")
+            return granted
         case (.fresh, _):
             notice("grant \(name): \(resolution.message) (--on-stale follow rewrites it)")
         case (.moved, .prompt):
@@ -118,7 +124,7 @@ public struct LaunchGrants {
         case (.moved, .fail):
             throw fail("\(resolution.message). Pass --on-stale follow to accept the new place, or --on-stale prompt to choose again.")
         default:
-            // Replaced, missing, revoked, wrong app and invalid are never followed.
+            // Replaced, missing, covered, inaccessible, revoked, wrong app and invalid are never followed.
             throw fail("\(resolution.status.rawValue): \(resolution.message)")
         }
         return try rule(for: resolution, name: name, allowed: allowed, fail)

@@ -63,9 +63,10 @@ extension GrantBroker {
     }
 
     /// As `URL(resolvingBookmarkData:options:relativeTo:bookmarkDataIsStale:)`:
-    /// the folder, or an error for replaced, missing, revoked, wrong-app and
-    /// invalid bookmarks. A moved folder resolves, with `isStale` set: save
-    /// `bookmarkData(renewing:)` in place of the old data, as Apple advises.
+    /// the folder, or an error for replaced, missing, covered, inaccessible,
+    /// revoked, wrong-app and invalid bookmarks. A moved folder resolves, with
+    /// `isStale` set: save `bookmarkData(renewing:)` in place of the old data,
+    /// as Apple advises.
     public func url(
         resolvingBookmarkData data: [UInt8], app: AppID, options: ResolutionOptions = [], bookmarkDataIsStale isStale: inout Bool
     ) throws(BookmarkResolutionError) -> SecurityScopedURL {

@@ -322,7 +322,15 @@ public enum AtomicFile {
             }
             try renameOrRemove(temporary, to: name, in: folder)
         }
-        fsync(folder.rawValue)
+        try syncFolder(folder)
+    }
+
+    /// fsync of the folder, so that the new name is on disk too. `folder`
+    /// may be an O_PATH descriptor (fsync on one gives EBADF): the folder is
+    /// opened again, for reading, through it.
+    static func syncFolder(_ folder: OwnedDescriptor) throws(Errno) {
+        let readable = OwnedDescriptor(taking: try syscallRetrying { openat(folder.rawValue, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) })
+        _ = try syscallRetrying { fsync(readable.rawValue) }
     }
 
     /// The unnamed way: O_TMPFILE, filled, then linked in (at the target's

@@ -99,8 +99,12 @@ struct Pick: ParsableCommand {
 struct Resolve: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "resolve",
-        abstract: "Resolve a bookmark: fresh, moved, replaced, missing, revoked, wrong-app or invalid.",
-        discussion: "Exit codes: 0 fresh, 10 moved (stale), 11 replaced, 12 missing, 13 revoked, 14 wrong-app, 15 invalid, 125 usage."
+        abstract: "Resolve a bookmark: fresh, moved, replaced, missing, revoked, wrong-app, invalid, covered or inaccessible.",
+        discussion: """
+            Exit codes: 0 fresh, 10 moved (stale), 11 replaced, 12 missing, 13 revoked, 14 wrong-app, 15 invalid, \
+            16 covered (a mount hides the folder), 17 inaccessible (a folder on the path may not be searched), 125 usage. \
+            --follow rewrites only a stale bookmark (moved, or sealed with an older key) whose folder may be granted where it is now.
+            """
     )
     @OptionGroup var app: AppOptions
     @Flag(help: "Print JSON.") var json = false

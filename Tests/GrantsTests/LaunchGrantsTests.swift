@@ -32,6 +32,40 @@ import SystemPackage
         #expect(try grants.resolve(name: "VAULT", bookmark: file).rule.path == moved)
     }
 
+    /// A follow the launch then refuses (the folder moved into the
+    /// containers or the broker's state) writes nothing: the bookmark would
+    /// otherwise resolve fresh, to the forbidden place, at the next launch.
+    @Test(arguments: ["containers", "state"])
+    func aFollowThatIsRefusedRewritesNothing(into protected: String) throws {
+        let home = Home()
+        let broker = try home.broker()
+        let vault = try home.folder("Vault")
+        let file = home.path + "/user/vault.bookmark"
+        let issued = try broker.grant(app: memo, opened: ConfinementPlan.openFolder(vault), access: .readWrite) { bookmark in
+            try BookmarkFile(path: file, untrusted: []).replace(with: bookmark)
+        }
+        let before = try Data(contentsOf: URL(fileURLWithPath: file))
+        let moved = (protected == "containers" ? home.containers + "/com.example.memo" : home.statePath) + "/Vault"
+        try home.move(vault, moved)
+
+        var grants = try LaunchGrants(broker: broker, app: memo, policy: .defaultPolicy, containerBase: home.containers, onStale: .follow)
+        var notices: [String] = []
+        grants.notice = { notices.append($0) }
+        #expect(throws: GrantError.self) { try grants.resolve(name: "VAULT", bookmark: file) }
+        #expect(try Data(contentsOf: URL(fileURLWithPath: file)) == before, "the bookmark was rewritten")
+        #expect(notices.isEmpty, "\(notices)")
+        #expect(try broker.resolve(Array(before), app: memo).status == .moved)
+        #expect(try broker.list(app: memo).map(\.path) == [FilePath(vault)], "the ledger followed the move")
+
+        // The library's own renewal refuses it too (`resolve --follow` uses it).
+        let resolution = try broker.resolve(issued.bookmark, app: memo)
+        #expect(resolution.status == .moved && resolution.currentPath == moved)
+        #expect(throws: GrantError.protectedFolder(folder: moved, protected: protected == "containers" ? home.containers : home.statePath)) {
+            try broker.renew(resolution, app: memo)
+        }
+        #expect(try broker.list(app: memo).map(\.path) == [FilePath(vault)])
+    }
+
     @Test func theReadOnlyPolicyDowngradesAndAMissingFileNeedsAPicker() throws {
         let home = Home()
         let broker = try home.broker()

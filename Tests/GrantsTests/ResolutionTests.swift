@@ -136,6 +136,40 @@ import Sandbox
         #expect(try broker.resolve(fromDisk.bookmark, app: memo).status == .missing)
     }
 
+    /// A mount over the folder's path hides it: never "moved" to the
+    /// covered path, never resolved to a folder, never followed.
+    @Test(.enabled(if: getuid() == 0, "mounting a tmpfs needs root"))
+    func aFolderCoveredByAMountIsCoveredNotMoved() throws {
+        let home = Home()
+        let vault = try home.folder("vault")
+        let broker = try home.broker()
+        let file = home.path + "/user/vault.bookmark"
+        _ = try broker.grant(app: memo, opened: ConfinementPlan.openFolder(vault), access: .readWrite) { bookmark in
+            try BookmarkFile(path: file, untrusted: []).replace(with: bookmark)
+        }
+        let bookmark = try [UInt8](Data(contentsOf: URL(fileURLWithPath: file)))
+        try #require(mount("sandboxed-run-test", vault, "tmpfs", 0, "size=1m") == 0)
+        defer { umount2(vault, Int32(MNT_DETACH)) }
+        for options: GrantBroker.ResolutionOptions in [[], [.withoutFileHandles], [.withoutSearch]] {
+            let resolution = try broker.resolve(bookmark, app: memo, options: options)
+            #expect(resolution.status == .covered, "\(options.rawValue): \(resolution.message)")
+            #expect(resolution.folder == nil && resolution.currentPath == nil)
+            #expect(resolution.message.contains("another filesystem is mounted on \(vault)"))
+        }
+        var isStale = false
+        #expect(throws: BookmarkResolutionError.self) { try broker.url(resolvingBookmarkData: bookmark, app: memo, bookmarkDataIsStale: &isStale) }
+        var grants = try LaunchGrants(broker: broker, app: memo, policy: .defaultPolicy, containerBase: home.containers, onStale: .follow)
+        grants.notice = { Issue.record("notice: \($0)") }
+        #expect(throws: GrantError.self) { try grants.resolve(name: "VAULT", bookmark: file) }
+        #expect(try [UInt8](Data(contentsOf: URL(fileURLWithPath: file))) == bookmark)
+    }
+
+    @Test func theExitCodesOfEarlierStatusesStayAndNewOnesAreDistinct() {
+        let codes = Dictionary(uniqueKeysWithValues: BookmarkStatus.allCases.map { ($0.rawValue, $0.exitCode) })
+        #expect(codes == ["fresh": 0, "moved": 10, "replaced": 11, "missing": 12, "revoked": 13, "wrong-app": 14, "invalid": 15,
+                          "covered": 16, "inaccessible": 17])
+    }
+
     @Test func revokedGrantsResolveAsRevokedByGrantAppOrFolder() throws {
         let home = Home()
         let broker = try home.broker()

@@ -96,6 +96,10 @@ extern const int CSB_O_PATH;
 /// `statx(fd, "", AT_EMPTY_PATH, STATX_BTIME)`: 0 with the birth time, or
 /// -1 with ENODATA when the filesystem does not keep one.
 int csb_birth_time(int fd, int64_t *seconds, uint32_t *nanoseconds);
+/// `statx(fd, "", AT_EMPTY_PATH, STATX_MNT_ID)`: the mount `fd` is on, and
+/// whether it is that mount's root (`*is_mount_root` is -1 when the kernel
+/// does not say). `*device` is st_dev as `stat` gives it.
+int csb_mount_facts(int fd, uint64_t *mount_id, int *is_mount_root, uint64_t *device, uint64_t *inode);
 
 // MARK: Processes
 
