@@ -42,7 +42,7 @@ import SystemPackage
         let vault = try home.folder("Vault")
         let file = home.path + "/user/vault.bookmark"
         let issued = try broker.grant(app: memo, opened: ConfinementPlan.openFolder(vault), access: .readWrite) { bookmark in
-            try BookmarkFile(path: file, untrusted: []).replace(with: bookmark)
+            try BookmarkFile(path: file, trust: LinkTrust(appFolders: [])).replace(with: bookmark)
         }
         let before = try Data(contentsOf: URL(fileURLWithPath: file))
         let moved = (protected == "containers" ? home.containers + "/com.example.memo" : home.statePath) + "/Vault"

@@ -145,7 +145,7 @@ import Sandbox
         let broker = try home.broker()
         let file = home.path + "/user/vault.bookmark"
         _ = try broker.grant(app: memo, opened: ConfinementPlan.openFolder(vault), access: .readWrite) { bookmark in
-            try BookmarkFile(path: file, untrusted: []).replace(with: bookmark)
+            try BookmarkFile(path: file, trust: LinkTrust(appFolders: [])).replace(with: bookmark)
         }
         let bookmark = try [UInt8](Data(contentsOf: URL(fileURLWithPath: file)))
         try #require(mount("sandboxed-run-test", vault, "tmpfs", 0, "size=1m") == 0)
