@@ -51,8 +51,14 @@ enum Broker {
         return String(cString: cwd)
     }
 
-    static func absolute(_ path: String) -> String {
-        path.hasPrefix("/") ? path : (currentDirectory() ?? "") + "/" + path
+    /// `path` made absolute from the working directory; a usage error when
+    /// there is none to start from (deleted under us), never a silent "/".
+    static func absolute(_ path: String) throws(SandboxError) -> String {
+        if path.hasPrefix("/") { return path }
+        guard let cwd = currentDirectory() else {
+            throw .usage("\(path): a relative path, and the working directory cannot be found (\(Errno(rawValue: errno))): give an absolute path")
+        }
+        return cwd + "/" + path
     }
 
     /// `path` made absolute from the working directory, as bytes; `fail`

@@ -103,7 +103,8 @@ struct RunOptions {
         return parse(options, command: command, unknown: &unknown)
     }
 
-    /// The same; `unknown` is set to the first word that looks like an option `run` does not have.
+    /// The same; `unknown` says what is wrong when the words cannot be `run`'s
+    /// whoever parses them (an option `run` does not have, one given twice).
     static func parse(_ options: ArraySlice<String>, command: [String], unknown: inout String?) -> RunOptions? {
         guard !command.isEmpty else { return nil }
         var app: String?
@@ -126,7 +127,9 @@ struct RunOptions {
             }
             func take() -> String? { inline ?? value() }
             if Self.single.contains(name) {
-                guard !seen.contains(name) else { return nil }  // ArgumentParser keeps the last; say it its way
+                // ArgumentParser would keep the last one silently: a second
+                // --policy must not quietly replace the first.
+                guard !seen.contains(name) else { unknown = "\(name) given twice: give it once"; return nil }
                 seen.append(name)
             }
             switch name {
@@ -149,7 +152,7 @@ struct RunOptions {
                 // A mistyped option is an error here, where it is still known
                 // as one: ArgumentParser would take it and every word after it
                 // as the command's.
-                if name.hasPrefix("-") { unknown = name; return nil }
+                if name.hasPrefix("-") { unknown = "unknown option '\(name)' (see sandboxed-run run --help)"; return nil }
                 return nil  // a positional before --: ArgumentParser says it its way
             }
             index += 1
@@ -189,7 +192,7 @@ struct RunOptions {
             containerBase: try AppOptions.containerBase(), hostEnvironment: host)
         request.keptDescriptors = keptDescriptors
         request.keptEnvironment = keptEnvironment
-        request.workingDirectory = workingDirectory.map(Broker.absolute)
+        request.workingDirectory = try workingDirectory.map { path throws(SandboxError) in try Broker.absolute(path) }
         // No rule may expose the broker's state or the containers, whatever the policy says.
         request.protectedFolders = [try StateDirectory.defaultPath(environment: request.hostEnvironment), request.containerBase]
         request.compatibility = bestEffort ? .bestEffort : .hardRequirement

@@ -41,17 +41,23 @@ struct SandboxedRun: ParsableCommand {
                     try fast.execute()
                     return
                 }
-                if let unknown { throw SandboxError.usage("run: unknown option '\(unknown)' (see sandboxed-run run --help)") }
+                if let unknown { throw SandboxError.usage("run: " + unknown) }
             }
             var command = try parseAsRoot(options)
             if var run = command as? Run {
                 // ArgumentParser hands `run` every word it does not know, from
                 // the first one on: a mistyped option must stop the launch,
                 // never become part of the command or be dropped.
+                if let stray = run.command.first, stray == "-h" || stray == "--help" { throw CleanExit.helpRequest(Run.self) }
                 if let stray = run.command.first, passthrough != nil || stray.hasPrefix("-") {
                     throw SandboxError.usage(stray.hasPrefix("-")
                         ? "run: unknown option '\(stray)' (see sandboxed-run run --help)"
                         : "run: unexpected argument '\(stray)' before --: put the command and its arguments after --")
+                }
+                // Without --, the options are the words before the command's.
+                let given = options.dropFirst().prefix(max(0, options.count - 1 - (passthrough == nil ? run.command.count : 0)))
+                for name in RunOptions.single where given.filter({ $0 == name || $0.hasPrefix(name + "=") }).count > 1 {
+                    throw SandboxError.usage("run: \(name) given twice: give it once")
                 }
                 if let passthrough { run.command = passthrough }
                 command = run

@@ -95,6 +95,19 @@ enum CLI {
             #expect(result.stderr.contains("unknown option '--polciy") || result.stderr.contains("unknown option '-x'"), "\(result.stderr)")
             #expect(!FileManager.default.fileExists(atPath: marker), "\(arguments) ran the command")
         }
+        // A security option given twice is not silently the second one.
+        for arguments in [
+            ["run", "--app", "com.example.cli", "--policy", "read-only", "--policy", "writer", "--"] + command,
+            ["run", "--policy=read-only", "--app", "com.example.cli", "--policy", "writer"] + command,
+        ] {
+            let twice = try CLI.run(arguments, home: home)
+            #expect(twice.status == 125 && twice.stderr.contains("--policy given twice"), "\(arguments): \(twice)")
+        }
+        // Help is help, wherever it is asked for.
+        for arguments in [["run", "--app", "x", "--help", "--"] + command, ["run", "--app", "x", "-h"]] {
+            let help = try CLI.run(arguments, home: home)
+            #expect(help.status == 0 && help.stdout.contains("OVERVIEW: Run a command confined"), "\(arguments): \(help)")
+        }
         let stray = try CLI.run(["run", "--app", "com.example.cli", "extra", "--"] + command, home: home)
         #expect(stray.status == 125 && stray.stderr.contains("unexpected argument 'extra'"), "\(stray)")
         #expect(!FileManager.default.fileExists(atPath: marker))

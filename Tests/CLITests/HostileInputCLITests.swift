@@ -63,7 +63,7 @@ import Testing
         try #"{"com.apple.security.network.client": true}"#.write(toFile: policy, atomically: true, encoding: .utf8)
         let result = try CLI.run(["run", "--app", "com.example.memo", "--policy", policy, "--", "/bin/true"], home: home)
         #expect(result.status == 125)
-        #expect(result.stderr.contains("the app could rewrite its own policy"), "\(result.stderr)")
+        #expect(result.stderr.contains("inside a folder an app can write (an app container), so the policy could have been written by someone other than you"), "\(result.stderr)")
         // The same file outside the app's folders is fine.
         let outside = home.path + "/policy.json"
         #expect(link(policy, outside) == 0)
@@ -73,6 +73,28 @@ import Testing
         let alone = try CLI.run(["run", "--app", "com.example.memo", "--policy", outside, "--", "/bin/true"], home: home)
         #expect(alone.status == 126 || alone.status == 0, "\(alone.stderr)")
         #expect(!alone.stderr.contains("rewrite its own policy"))
+    }
+
+    /// An app can delete the folder the user's shell is in. Relative paths
+    /// then have nothing to start from: a clear refusal, never a path from
+    /// `/` (`vault.bm` became `/vault.bm`) and never a crash.
+    @Test func aDeletedWorkingDirectoryIsNeverReplacedByTheRoot() throws {
+        let home = CLI.Home()
+        let gone = home.path + "/gone"
+        for arguments in [
+            ["run", "--app", "a", "--policy", "writr", "--", "/bin/true"],
+            ["run", "--app", "a", "--grant", "V=vault.bm", "--", "/bin/true"],
+            ["run", "--app", "a", "--denials", "denials.jsonl", "--", "/bin/true"],
+            ["run", "--app", "a", "--chdir", "sub", "--", "/bin/true"],
+            ["pick", "--app", "a", "--select", home.path, "-o", "vault.bm"],
+            ["append", "note.md", "x"],
+        ] {
+            let quoted = ([CLI.binary] + arguments).map { "'" + $0 + "'" }.joined(separator: " ")
+            let result = try CLI.program("/bin/sh", ["-c", "mkdir \(gone) && cd \(gone) && rmdir \(gone) && exec \(quoted)"], environment: home.environment)
+            #expect(result.status == 125, "\(arguments): \(result)")
+            #expect(result.stderr.contains("working directory cannot be found"), "\(arguments): \(result.stderr)")
+        }
+        #expect(!FileManager.default.fileExists(atPath: "/vault.bm") && !FileManager.default.fileExists(atPath: "/denials.jsonl"))
     }
 
     @Test func aWorkingDirectoryOutsideTheSandboxIsRefused() throws {

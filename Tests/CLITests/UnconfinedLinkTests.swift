@@ -192,6 +192,38 @@ struct OtherUsersLinkTests {
         #expect(followed.status == 0, "\(followed)")
     }
 
+    /// A policy file another user could have written is no policy of root's
+    /// (as OpenSSH refuses such files): owned by another user, or writable by
+    /// others, or in a folder another user owns. /tmp (sticky) may hold one.
+    @Test func rootRefusesAPolicyAnotherUserCouldHaveWritten() throws {
+        let home = CLI.Home()
+        let theirs = home.path + "/theirs", target = home.path + "/target"
+        for folder in [theirs, target] { try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true) }
+        let policy = #"{"org.sandboxed-run.system-paths.read-execute": ["/usr", "/bin", "/lib", "/lib64"], "org.sandboxed-run.system-paths.read-write": ["\#(target)"]}"#
+        func run(_ file: String) throws -> CLI.Result {
+            try CLI.run(["run", "--app", "com.example.memo", "--policy", file, "--supervise-metadata", "--", "/bin/sh", "-c", "echo pwned > \(target)/victim"], home: home)
+        }
+        // Written by another user, in their folder: the attack works where nothing checks owners.
+        try policy.write(toFile: theirs + "/p.json", atomically: false, encoding: .utf8)
+        #expect(chown(theirs, 65534, 65534) == 0 && chown(theirs + "/p.json", 65534, 65534) == 0)
+        let owned = try run(theirs + "/p.json")
+        #expect(owned.status == 125 && owned.stderr.contains("belongs to user 65534"), "\(owned)")
+        // Root's own file, but others may write it.
+        #expect(chown(theirs, 0, 0) == 0 && chown(theirs + "/p.json", 0, 0) == 0 && chmod(theirs + "/p.json", 0o666) == 0)
+        let writable = try run(theirs + "/p.json")
+        #expect(writable.status == 125 && writable.stderr.contains("others can write it"), "\(writable)")
+        // Root's file in a folder another user owns (who could swap it).
+        #expect(chmod(theirs + "/p.json", 0o644) == 0 && chown(theirs, 65534, 65534) == 0)
+        let folder = try run(theirs + "/p.json")
+        #expect(folder.status == 125 && folder.stderr.contains("a folder above it belongs to user 65534"), "\(folder)")
+        #expect(!FileManager.default.fileExists(atPath: target + "/victim"))
+        // Root's own, in root's folders under the sticky /tmp: accepted.
+        #expect(chown(theirs, 0, 0) == 0)
+        let mine = try run(theirs + "/p.json")
+        #expect(mine.status == 0, "\(mine)")
+        #expect(FileManager.default.fileExists(atPath: target + "/victim"))
+    }
+
     /// An unprivileged user follows links in folders of its own and of root,
     /// never in another user's.
     @Test func anUnprivilegedUserFollowsOnlyItsOwnAndRootsLinks() throws {

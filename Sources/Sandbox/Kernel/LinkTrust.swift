@@ -119,6 +119,37 @@ public final class LinkTrust: @unchecked Sendable {
         return "inside a folder whose place cannot be proven"
     }
 
+    /// Why a file the invoking user names for an unconfined command to read
+    /// as its own (a policy) or to write (a denial log) could have been
+    /// written or replaced by someone else, or nil: as OpenSSH's
+    /// `secure_filename`, the file and every folder above it must belong to
+    /// the invoking user or root and be writable by no one else, except a
+    /// folder with the sticky bit (`/tmp`), where no one else can replace
+    /// what is ours.
+    public func ownershipRefusal(ofFile file: stat, in folder: OwnedDescriptor) -> String? {
+        if followsEveryLink { return nil }
+        if file.st_uid != invoker && file.st_uid != 0 { return "it belongs to user \(file.st_uid), who could rewrite it" }
+        if file.st_mode & 0o022 != 0 { return "others can write it (mode \(String(file.st_mode & 0o7777, radix: 8)))" }
+        var current = folder
+        var previous: InodeIdentity?
+        for _ in 0..<4096 {
+            guard let status = try? current.status() else { return "a folder above it cannot be examined" }
+            if status.inodeIdentity == previous { return nil }
+            if status.st_uid != invoker && status.st_uid != 0 {
+                return "a folder above it belongs to user \(status.st_uid), who could replace it"
+            }
+            if status.st_mode & 0o022 != 0 && status.st_mode & S_ISVTX == 0 {
+                return "others can write a folder above it (mode \(String(status.st_mode & 0o7777, radix: 8))) and could replace it"
+            }
+            guard let parent = try? OwnedDescriptor.openPath(FilePath(".."), follow: false, relativeTo: current) else {
+                return "a folder above it cannot be examined"
+            }
+            previous = status.inodeIdentity
+            current = parent
+        }
+        return "a folder above it cannot be examined"
+    }
+
     /// The folder's file handle, or nil where the filesystem gives none.
     public static func handle(of folder: OwnedDescriptor) -> [UInt8]? {
         var raw = csb_file_handle()

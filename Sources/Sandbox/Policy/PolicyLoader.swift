@@ -52,11 +52,15 @@ extension Policy {
                 + "(.plist, .entitlements or .json; save piped text to a file first) or one of: \(builtins)")
         }
         var absolute = path
-        if !path.hasPrefix("/"), let cwd = getcwd(nil, 0) {
+        if !path.hasPrefix("/") {
+            guard let cwd = getcwd(nil, 0) else {
+                throw failure("a relative path, and the working directory cannot be found (\(Errno(rawValue: errno))); "
+                    + "give an absolute path, or one of: \(builtins)")
+            }
             absolute = String(cString: cwd) + "/" + path
             free(cwd)
         }
-        let slash = absolute.lastIndex(of: "/")!
+        guard let slash = absolute.lastIndex(of: "/") else { throw failure("give an absolute path, or one of: \(builtins)") }
         let leaf = String(absolute[absolute.index(after: slash)...])
         let folder = try SafeWalk.openFolder(
             FilePath(slash == absolute.startIndex ? "/" : String(absolute[..<slash])), trust: trust, describe: failure)
@@ -87,13 +91,16 @@ extension Policy {
             let problem: String?
             if let reason = trust.appMayHaveWritten(folder) {
                 problem = "it lies \(reason)"
+            } else if let reason = trust.ownershipRefusal(ofFile: opened, in: folder) {
+                problem = reason
             } else if opened.st_nlink > 1 {
                 problem = "it has \(opened.st_nlink) names (hard links), and one may lie where the app can write"
             } else {
                 problem = nil
             }
             if let problem {
-                throw failure("\(problem), so the app could rewrite its own policy. Keep policy files outside the app's folders.")
+                throw failure("\(problem), so the policy could have been written by someone other than you. "
+                    + "Keep policy files of your own, outside the app's folders, writable by you alone.")
             }
         }
         let limit = PropertyListReader.maxBytes
