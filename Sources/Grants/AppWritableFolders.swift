@@ -6,11 +6,11 @@ import SystemPackage
 /// rule every unconfined path (append, coordinate, sync-simulator, versions,
 /// bookmark files, policy files, `pick --select`) is walked with.
 extension GrantBroker {
-    /// The file handles of every folder this state ever let an app write:
-    /// every read-write grant of every app, live, revoked, pending or moved,
-    /// and every folder a policy made writable at a launch.
-    public func everWritableHandles() throws(GrantError) -> [[UInt8]] {
-        try reading()?.everWritableHandles() ?? []
+    /// Every folder this state ever let an app write, by file handle and
+    /// filesystem: every read-write grant of every app, live, revoked,
+    /// pending or moved, and every folder a policy made writable at a launch.
+    public func everWritableFolders() throws(GrantError) -> [LinkTrust.FolderKey] {
+        try reading()?.everWritableFolders() ?? []
     }
 
     /// Records each folder among `policy`'s read-write system paths, before a
@@ -24,7 +24,7 @@ extension GrantBroker {
             guard let folder = try? OwnedDescriptor.openPath(path, follow: true),
                   let status = try? folder.status(), status.st_mode & S_IFMT == S_IFDIR else { continue }
             let identity = try FolderIdentity.of(folder, path: path)
-            try writing().recordExposure(handle: identity.handle, path: path, source: policy.source, at: Int64(time(nil)))
+            try writing().recordWritable(identity, path: path, source: "policy " + policy.source, at: Int64(time(nil)))
         }
     }
 }
@@ -47,7 +47,7 @@ extension LinkTrust {
             }
             do {
                 let broker = try GrantBroker(state: try StateDirectory(path: statePath))
-                facts.handles = try broker.everWritableHandles()
+                facts.writable = try broker.everWritableFolders()
             } catch {
                 facts.unknown = "the grant state cannot be read (\(error)): no folder can be told apart from an app's"
             }
@@ -60,7 +60,7 @@ extension LinkTrust {
         LinkTrust {
             var facts = Facts()
             if let base = try? OwnedDescriptor.openPath(FilePath(containerBase), follow: true) { facts.folders.append(base) }
-            do { facts.handles = try broker.everWritableHandles() } catch {
+            do { facts.writable = try broker.everWritableFolders() } catch {
                 facts.unknown = "the grant state cannot be read (\(error)): no folder can be told apart from an app's"
             }
             return facts

@@ -194,6 +194,11 @@ public final class GrantBroker {
             issued.append(Issued(id: token.id, path: path, access: request.access, bookmark: blob))
         }
         try ledger.insert(records)
+        // With its filesystem, for LinkTrust. A crash before this leaves the
+        // grant compared by handle alone: stricter, never looser.
+        for request in folders where request.access == .readWrite {
+            try ledger.recordWritable(request.identity, path: request.path, source: "grant to " + request.app.rawValue, at: Int64(time(nil)))
+        }
         return issued
     }
 

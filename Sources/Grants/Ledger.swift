@@ -1,5 +1,6 @@
 @preconcurrency import Glibc
 import CSQLite
+import Sandbox
 import SystemPackage
 
 /// One grant as the ledger keeps it.
@@ -323,34 +324,43 @@ final class Ledger {
         return Int(sqlite3_changes(database))
     }
 
-    /// The handles of every folder an app could write at some time: every
-    /// read-write grant, whatever became of it (live, revoked, pending, moved),
-    /// and every folder a policy made writable (`recordExposure`).
-    func everWritableHandles() throws(GrantError) -> [[UInt8]] {
-        var sql = "SELECT DISTINCT handle FROM grants WHERE access = ?"
-        if try scalar("SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'exposed'") == 1 {
-            sql += " UNION SELECT handle FROM exposed"
+    /// Every folder an app could write at some time, as its file handle and,
+    /// where recorded, its filesystem: every read-write grant, whatever became
+    /// of it (live, revoked, pending, moved), and every folder a policy made
+    /// writable at a launch. Grants made before the `writable` table existed
+    /// have no filesystem recorded: their handle alone is compared.
+    func everWritableFolders() throws(GrantError) -> [LinkTrust.FolderKey] {
+        var sql = "SELECT DISTINCT handle, NULL, NULL FROM grants WHERE access = ?"
+        if try scalar("SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'writable'") == 1 {
+            sql = "SELECT handle, NULL, NULL FROM grants WHERE access = ? AND handle NOT IN (SELECT handle FROM writable)"
+                + " UNION SELECT handle, fsid, fstype FROM writable"
         }
         let statement = try prepare(sql)
         try statement.bind(GrantAccess.readWrite.rawValue)
-        var handles: [[UInt8]] = []
+        var folders: [LinkTrust.FolderKey] = []
         while try statement.step() {
             let count = Int(sqlite3_column_bytes(statement.pointer, 0))
             guard count > 0, let base = sqlite3_column_blob(statement.pointer, 0) else { continue }
-            handles.append(Array(UnsafeRawBufferPointer(start: base, count: count)))
+            let handle = Array(UnsafeRawBufferPointer(start: base, count: count))
+            let known = sqlite3_column_type(statement.pointer, 1) != SQLITE_NULL
+            folders.append(LinkTrust.FolderKey(
+                handle: handle,
+                filesystem: known ? (UInt64(bitPattern: sqlite3_column_int64(statement.pointer, 1)), UInt64(bitPattern: sqlite3_column_int64(statement.pointer, 2))) : nil))
         }
-        return handles
+        return folders
     }
 
-    /// Records that a launch made the folder with `handle` writable for an
-    /// app outside any grant (a policy's read-write system path), so that
-    /// what the app plants there is never trusted later. Kept for ever, as
-    /// revoked grants are. The table sits beside `grants` without a new
-    /// schema version: a version that does not know it reads the ledger as before.
-    func recordExposure(handle: [UInt8], path: FilePath, source: String, at time: Int64) throws(GrantError) {
-        try execute("CREATE TABLE IF NOT EXISTS exposed (handle BLOB PRIMARY KEY, path TEXT NOT NULL, source TEXT NOT NULL, first INTEGER NOT NULL) WITHOUT ROWID")
-        let statement = try prepare("INSERT OR IGNORE INTO exposed (handle, path, source, first) VALUES (?, ?, ?, ?)")
-        try statement.bind(handle, path, source, time)
+    /// Records a folder an app may write from now on, with its filesystem, so
+    /// that what the app plants there is never trusted later (see `LinkTrust`):
+    /// a read-write grant (in the transaction that inserts it), or a policy's
+    /// read-write system folder at a launch. Kept for ever, as revoked grants
+    /// are. The table sits beside `grants` without a new schema version: a
+    /// version that does not know it reads the ledger as before.
+    func recordWritable(_ identity: FolderIdentity, path: FilePath, source: String, at time: Int64) throws(GrantError) {
+        try execute("CREATE TABLE IF NOT EXISTS writable (handle BLOB NOT NULL, fsid INTEGER NOT NULL, fstype INTEGER NOT NULL, "
+            + "path TEXT NOT NULL, source TEXT NOT NULL, first INTEGER NOT NULL, PRIMARY KEY (handle, fsid, fstype)) WITHOUT ROWID")
+        let statement = try prepare("INSERT OR IGNORE INTO writable (handle, fsid, fstype, path, source, first) VALUES (?, ?, ?, ?, ?, ?)")
+        try statement.bind(identity.handle, Int64(bitPattern: identity.filesystemID), Int64(bitPattern: identity.filesystemType), path, source, time)
         try statement.stepDone()
     }
 

@@ -26,17 +26,37 @@ public final class LinkTrust: @unchecked Sendable {
     public struct Facts: Sendable {
         /// Folders whose whole subtree apps can write (the container base), opened.
         public var folders: [OwnedDescriptor]
-        /// File handles (bytes) of folders an app could write at some time.
-        public var handles: [[UInt8]]
+        /// Folders an app could write at some time, wherever they are now.
+        public var writable: [FolderKey]
         /// Set when the state cannot say (unreadable, damaged): no link is
         /// trusted, since any folder might be an app's. The reason, for people.
         public var unknown: String?
 
-        public init(folders: [OwnedDescriptor] = [], handles: [[UInt8]] = [], unknown: String? = nil) {
+        public init(folders: [OwnedDescriptor] = [], writable: [FolderKey] = [], unknown: String? = nil) {
             self.folders = folders
-            self.handles = handles
+            self.writable = writable
             self.unknown = unknown
         }
+    }
+
+    /// A folder as the state recorded it: its file handle, and the
+    /// filesystem it is on (f_fsid and f_type) where that was recorded. A
+    /// handle alone is ambiguous across filesystems (every ext4 root folder
+    /// has the same one), so it is compared with the filesystem when known.
+    public struct FolderKey: Sendable, Hashable {
+        public var handle: [UInt8]
+        public var filesystem: (id: UInt64, type: UInt64)?
+
+        public init(handle: [UInt8], filesystem: (id: UInt64, type: UInt64)?) {
+            self.handle = handle
+            self.filesystem = filesystem
+        }
+
+        public static func == (a: FolderKey, b: FolderKey) -> Bool {
+            a.handle == b.handle && a.filesystem?.id == b.filesystem?.id && a.filesystem?.type == b.filesystem?.type
+        }
+
+        public func hash(into hasher: inout Hasher) { hasher.combine(handle) }
     }
 
     private let load: () -> Facts
@@ -97,7 +117,7 @@ public final class LinkTrust: @unchecked Sendable {
         let facts = self.facts
         if let unknown = facts.unknown { return "inside a folder that may be an app's (\(unknown))" }
         let roots = Set(facts.folders.compactMap { try? $0.status().inodeIdentity })
-        let handles = Set(facts.handles)
+        let writable = facts.writable
         var current = folder
         var previous: InodeIdentity?
         for _ in 0..<4096 {
@@ -107,7 +127,9 @@ public final class LinkTrust: @unchecked Sendable {
             if roots.contains(identity) {
                 return "inside a folder an app can write (an app container)"
             }
-            if !handles.isEmpty, let handle = Self.handle(of: current), handles.contains(handle) {
+            if !writable.isEmpty, let handle = Self.handle(of: current), writable.contains(where: { key in
+                key.handle == handle && key.filesystem.map { recorded in Self.filesystem(of: current).map { $0 == recorded } ?? true } ?? true
+            }) {
                 return "inside a folder an app can write or once could (a read-write grant, live, revoked or moved, or a policy's read-write folder)"
             }
             guard let parent = try? OwnedDescriptor.openPath(FilePath(".."), follow: false, relativeTo: current) else {
@@ -148,6 +170,13 @@ public final class LinkTrust: @unchecked Sendable {
             current = parent
         }
         return "a folder above it cannot be examined"
+    }
+
+    /// The filesystem's f_fsid and f_type, or nil when fstatfs fails.
+    static func filesystem(of folder: OwnedDescriptor) -> (id: UInt64, type: UInt64)? {
+        var id: UInt64 = 0
+        var type: UInt64 = 0
+        return csb_filesystem_identity(folder.rawValue, &id, &type) == 0 ? (id, type) : nil
     }
 
     /// The folder's file handle, or nil where the filesystem gives none.
