@@ -127,7 +127,7 @@ import Testing
         for folder in [shared, outside] { try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true) }
         try "private\n".write(toFile: outside + "/notes.md", atomically: false, encoding: .utf8)
         let policy = home.path + "/policy.json"
-        try #"{"org.sandboxed-run.system-paths.read-execute": ["/usr", "/bin", "/lib", "/lib64"], "org.sandboxed-run.system-paths.read-write": ["\#(shared)"]}"#
+        try #"{"org.sandboxed-run.system-paths.read-execute": ["/usr", "/bin", "/lib", "/lib64"], "org.sandboxed-run.system-paths.read-write": ["\#(shared)"], "org.sandboxed-run.files.symbolic-links": true}"#
             .write(toFile: policy, atomically: true, encoding: .utf8)
         // (--supervise-metadata: the read-only mounts leave a policy's read-write folders read-only, a bug of their own.)
         let planted = try CLI.run(["run", "--app", "com.example.memo", "--policy", policy, "--supervise-metadata", "--",

@@ -114,7 +114,7 @@ import SystemPackage
             attempt("utime-through-link", lambda: os.utime("Documents/link", (0, 0)))
             attempt("lutime-link-itself", lambda: os.utime("Documents/link", (5, 5), follow_symlinks=False))
             """
-        let confined = try Run.confined([Run.python, "-c", code, victim], in: scratch)
+        let confined = try Run.confined([Run.python, "-c", code, victim], in: scratch, policy: .withLinks)
         #expect(confined.output == ["chmod-through-link EPERM", "utime-through-link EPERM", "lutime-link-itself ok"])
         #expect(try FileManager.default.attributesOfItem(atPath: victim)[.posixPermissions] as? Int == 0o600)
     }
@@ -188,7 +188,7 @@ import SystemPackage
         let outside = scratch.path + "/private"
         try FileManager.default.createDirectory(atPath: outside, withIntermediateDirectories: true)
         let code = "import os; os.symlink('\(outside)', 'Documents/link')\n" + Self.watcher
-        #expect(try Run.confined([Run.python, "-c", code, "Documents/link", "x"], in: scratch).output == ["watch EACCES"])
+        #expect(try Run.confined([Run.python, "-c", code, "Documents/link", "x"], in: scratch, policy: .withLinks).output == ["watch EACCES"])
     }
 
     @Test func aFolderSwappedAfterVerificationIsNotTheOneRuled() throws {

@@ -36,9 +36,9 @@ enum Launcher {
     }
 
     /// `sandboxed-run run --app APP -- command...`, as `uid` when given (setpriv).
-    static func run(_ command: [String], home: Home, app: String = "com.example.launcher", as uid: uid_t? = nil) throws -> Result {
+    static func run(_ command: [String], home: Home, app: String = "com.example.launcher", as uid: uid_t? = nil, options: [String] = []) throws -> Result {
         try #require(FileManager.default.isExecutableFile(atPath: binary), "build the launcher first: swift build")
-        let launch = [binary, "run", "--app", app, "--"] + command
+        let launch = [binary, "run", "--app", app] + options + ["--"] + command
         return try program(uid.map { setpriv($0) + launch } ?? launch, environment: home.environment, directory: home.path)
     }
 

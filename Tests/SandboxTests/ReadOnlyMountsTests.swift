@@ -87,6 +87,7 @@ struct ReadOnlyMountsTests {
             attempt("chmod-folder", lambda: os.chmod(out, 0o777))
             """
         let (confined, namespaces) = try Self.confined([Run.python, "-c", code, outside], in: scratch) {
+            $0.policy = .withLinks
             $0.folders = [FolderRule(name: "OUT", path: FilePath(outside), descriptor: try! ConfinementPlan.openVerified(outside), access: .readOnly)]
         }
         #expect(namespaces.contains(.readOnlyMounts))

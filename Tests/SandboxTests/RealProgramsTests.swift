@@ -41,7 +41,8 @@ import Testing
     }
 
     @Test func pythonMakesAVirtualEnvironment() throws {
-        let outcome = try Self.inVault(["/bin/sh", "-c", "python3 -m venv venv && venv/bin/python -c 'import sys; print(sys.prefix != sys.base_prefix)' && venv/bin/python -m pip --version >/dev/null && echo pip"], Scratch())
+        // A venv is links (bin/python, lib64): only where the policy lets the command make them.
+        let outcome = try Self.inVault(["/bin/sh", "-c", "python3 -m venv venv && venv/bin/python -c 'import sys; print(sys.prefix != sys.base_prefix)' && venv/bin/python -m pip --version >/dev/null && echo pip"], Scratch(), policy: .withLinks)
         #expect(outcome.termination == .exited(0), "\(outcome.stderr)")
         #expect(outcome.output == ["True", "pip"])
     }
@@ -162,7 +163,10 @@ import Testing
             print(' '.join(probe(p) for p in names))
             """
         let home = Launcher.Home(owner: uid ?? getuid())
-        let result = try Launcher.run([Run.python, "-c", code] + (hostShm.map { [$0, "/dev/shm/surely-not-there"] } ?? []), home: home, as: uid)
+        let policy = home.path + "/links.plist"
+        try Policy.writeWriterWithLinks(to: policy)
+        let result = try Launcher.run([Run.python, "-c", code] + (hostShm.map { [$0, "/dev/shm/surely-not-there"] } ?? []), home: home, as: uid,
+                                      options: ["--policy", policy])
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.output == [Array(repeating: "ENOENT", count: hostShm == nil ? 4 : 6).joined(separator: " ")])
     }

@@ -14,7 +14,7 @@ import Testing
             mkdir -p a/b && touch a/b/c && ln -s moved.txt link.txt && rm -r a
             sort notes.txt | head -1
             """
-        let outcome = try Run.confined(["/bin/sh", "-c", script], in: Scratch())
+        let outcome = try Run.confined(["/bin/sh", "-c", script], in: Scratch(), policy: .withLinks)
         #expect(outcome.stderr.isEmpty)
         #expect(outcome.output == ["ALPHA"])
         #expect(outcome.termination == .exited(0))

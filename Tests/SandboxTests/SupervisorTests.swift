@@ -32,7 +32,7 @@ import SystemPackage
             """
         let unconfined = try Run.unconfined(["/bin/sh", "-c", "cd '\(scratch.path)' && exec \"$0\" -c \"$1\" \"$2\"", Run.python, code, download])
         #expect(unconfined.output.prefix(2) == ["getxattr b'https://example.com/x'", "lgetxattr b'https://example.com/x'"], "\(unconfined.stderr)")
-        let confined = try Run.confined([Run.python, "-c", code, download], in: scratch)
+        let confined = try Run.confined([Run.python, "-c", code, download], in: scratch, policy: .withLinks)
         #expect(confined.output == [
             "getxattr EACCES", "lgetxattr EACCES", "listxattr EACCES", "llistxattr EACCES", "through-link EACCES",
             "the-link-itself ENODATA",
@@ -77,7 +77,7 @@ import SystemPackage
             attempt("lchown-link-itself", lambda: os.chown("Documents/sub/to-victim", os.getuid(), os.getgid(), follow_symlinks=False))
             attempt("setxattr-climb", lambda: os.setxattr(climb, "user.tag", b"x"))
             """
-        let confined = try Run.confined([Run.python, "-c", code, outside], in: scratch)
+        let confined = try Run.confined([Run.python, "-c", code, outside], in: scratch, policy: .withLinks)
         #expect(confined.output == [
             "chmod-linked-folder EPERM", "chmod-climb EPERM", "chmod-dot EPERM", "chmod-slash EPERM",
             "chmod-dotdot EPERM", "chmod-link-last EPERM", "chmod-dirfd EPERM", "chmod-dirfd-climb EPERM",
@@ -431,7 +431,7 @@ import SystemPackage
         let unconfined = try Run.unconfined(["/bin/sh", "-c", "mkdir -p '\(scratch.path)/host/Documents' && cd '\(scratch.path)/host' && exec \"$@\"", "sh"] + args + ["unconfined"])
         #expect(unconfined.output.contains("outside ok"), "\(unconfined.stderr)")
         chmod(outside, 0o600)
-        let confined = try Run.confined(args + ["confined"], in: scratch)
+        let confined = try Run.confined(args + ["confined"], in: scratch, policy: .withLinks)
         // The parent is the keeper: its /proc entry names its own descriptors,
         // never the child's; refused either way (ELOOP or ENOENT, as it holds
         // one or not; EACCES when it is pid 1 of the sandbox's namespace,

@@ -131,3 +131,24 @@ enum Attack {
 
         """
 }
+
+extension Policy {
+    /// The writer policy with `org.sandboxed-run.files.symbolic-links` on:
+    /// for tests whose command makes links to attack or exercise something else.
+    static var withLinks: Policy {
+        var policy = Policy.defaultPolicy
+        policy.symbolicLinks = true
+        return policy
+    }
+
+    /// The same as a plist file, for the CLI: the shipped writer with the key turned on.
+    static func writeWriterWithLinks(to path: String) throws {
+        let source = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Policies/writer.plist")
+        let text = try String(contentsOf: source, encoding: .utf8)
+        let on = text.replacingOccurrences(
+            of: "<key>org.sandboxed-run.files.symbolic-links</key>\n    <false/>", with: "<key>org.sandboxed-run.files.symbolic-links</key>\n    <true/>")
+        precondition(on != text, "writer.plist no longer names org.sandboxed-run.files.symbolic-links")
+        try on.write(toFile: path, atomically: true, encoding: .utf8)
+    }
+}

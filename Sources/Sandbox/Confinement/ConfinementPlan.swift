@@ -294,7 +294,8 @@ public final class ConfinementPlan: @unchecked Sendable {
             switch access {
             case .readExecute: .readExecute
             case .readOnly: .readOnly
-            case .readWrite: .readWrite
+            // No links planted where they outlive the grant, unless the policy says so.
+            case .readWrite: policy.symbolicLinks ? .readWrite : Landlock.FileAccess.readWrite.subtracting(.makeSym)
             }
         }
     }

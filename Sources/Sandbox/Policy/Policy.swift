@@ -36,6 +36,14 @@ public struct Policy: Equatable, Sendable {
     /// `org.sandboxed-run.syscalls.allow`: syscalls the writer needs beyond
     /// the built-in allow-list. Syscalls that break confinement are refused.
     public var extraSyscalls: [String] = []
+    /// `org.sandboxed-run.files.symbolic-links`: the command may create
+    /// symbolic links in its container and read-write folders. Off by
+    /// default: a link an app plants in a vault outlives its grant, and any
+    /// tool the user later points at that vault may follow it (the
+    /// unconfined commands refuse links where an app could ever write, as far
+    /// as the state knows; a folder copied or moved out of a vault is beyond
+    /// what it can know). Tools that make links (venv, npm, git) need it on.
+    public var symbolicLinks = false
     /// `org.sandboxed-run.limits`: resource limits set, soft and hard, in the
     /// command before it starts (never above what the launcher has).
     public var limits: [ResourceLimit: UInt64] = [:]

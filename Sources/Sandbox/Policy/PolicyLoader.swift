@@ -194,6 +194,7 @@ extension Policy {
         userSelectedAccess = readWrite ? .readWrite : (readOnly ? .readOnly : nil)
         networkClient = try bool("com.apple.security.network.client") ?? false
         networkServer = try bool("com.apple.security.network.server") ?? false
+        symbolicLinks = try bool("org.sandboxed-run.files.symbolic-links") ?? false
         tcpConnectPorts = try ports("org.sandboxed-run.network.tcp-connect-ports")
         tcpBindPorts = try ports("org.sandboxed-run.network.tcp-bind-ports")
         if tcpConnectPorts != nil, !networkClient {
@@ -252,7 +253,7 @@ extension Policy {
             "com.apple.security.network.client", "com.apple.security.network.server",
             "org.sandboxed-run.network.tcp-connect-ports", "org.sandboxed-run.network.tcp-bind-ports",
             "org.sandboxed-run.system-paths.read-execute", "org.sandboxed-run.system-paths.read-only",
-            "org.sandboxed-run.system-paths.read-write", syscallsKey, limitsKey,
+            "org.sandboxed-run.system-paths.read-write", syscallsKey, limitsKey, "org.sandboxed-run.files.symbolic-links",
         ]
         for key in raw.keys.sorted() where !known.contains(key) {
             if key.hasPrefix(Policy.ownPrefix) {

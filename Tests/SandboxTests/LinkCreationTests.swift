@@ -1,0 +1,58 @@
+@preconcurrency import Glibc
+import Foundation
+import Sandbox
+import SystemPackage
+import Testing
+
+/// A symbolic link an app plants in a vault outlives its grant, and any tool
+/// the user later points at that vault may follow it. So the shipped
+/// policies let the command make no links in its container or grants
+/// (`org.sandboxed-run.files.symbolic-links`, off), nor move one into place;
+/// a policy that needs them (venv, npm) turns the key on.
+@Suite struct LinkCreationTests {
+    static let code = """
+        import errno, os, sys
+        def attempt(name, call):
+            try: call(); print(name, "ok")
+            except OSError as e: print(name, errno.errorcode[e.errno])
+        vault = sys.argv[1]
+        attempt("container", lambda: os.symlink("/etc", "Documents/etc"))
+        attempt("grant", lambda: os.symlink(os.path.expanduser("~"), vault + "/Daily"))
+        attempt("grant-relative", lambda: os.symlink("..", vault + "/up"))
+        attempt("move-a-link", lambda: os.rename(vault + "/users-link", vault + "/sub/users-link"))
+        attempt("hard-link-a-link", lambda: os.link(vault + "/users-link", vault + "/again", follow_symlinks=False))
+        attempt("file", lambda: open(vault + "/note.md", "w").close())
+        attempt("folder", lambda: os.mkdir(vault + "/new"))
+        attempt("remove-a-link", lambda: os.unlink(vault + "/users-link"))
+        """
+
+    static func run(policy: Policy) throws -> [String] {
+        let scratch = Scratch()
+        let vault = scratch.path + "/vault"
+        try FileManager.default.createDirectory(atPath: vault + "/sub", withIntermediateDirectories: true)
+        #expect(symlink("/usr", vault + "/users-link") == 0)  // the user's own, made before the grant
+        let fd = try OwnedDescriptor.openPath(FilePath(vault), follow: true)
+        return try Run.confined([Run.python, "-c", code, vault], in: scratch, policy: policy) {
+            $0.folders = [FolderRule(name: "VAULT", path: FilePath(vault), descriptor: fd, access: .readWrite)]
+        }.output
+    }
+
+    @Test func theShippedPoliciesLetTheCommandMakeNoLinks() throws {
+        for name in ["writer", "read-only", "networked"] {
+            let policy = try #require(try Policy.builtin(named: name))
+            #expect(policy.symbolicLinks == false, "\(name)")
+        }
+        #expect(try Self.run(policy: .defaultPolicy) == [
+            "container EACCES", "grant EACCES", "grant-relative EACCES", "move-a-link EACCES", "hard-link-a-link EACCES",
+            "file ok", "folder ok", "remove-a-link ok",
+        ])
+    }
+
+    @Test func aPolicyMayAllowThem() throws {
+        let allowed = try Self.run(policy: .withLinks)
+        #expect(allowed == [
+            "container ok", "grant ok", "grant-relative ok", "move-a-link ok", "hard-link-a-link ok",
+            "file ok", "folder ok", "remove-a-link ok",
+        ], "\(allowed)")
+    }
+}
