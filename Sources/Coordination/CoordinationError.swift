@@ -18,6 +18,9 @@ public enum CoordinationError: Error, Equatable, CustomStringConvertible {
     case damagedJournal(FilePath)
     /// A `.NAME.icloud` stub that is not a placeholder's property list.
     case damagedPlaceholder(FilePath)
+    /// A journal or placeholder that a party of another version of the
+    /// protocol (PROTOCOL.md) wrote: refused rather than read as this version's.
+    case otherProtocolVersion(FilePath, version: Int)
     /// No conflict version with that identifier.
     case noSuchVersion(FilePath, String)
     /// A link in the path that an app could have planted, or a missing folder.
@@ -43,6 +46,10 @@ public enum CoordinationError: Error, Equatable, CustomStringConvertible {
             "\(Printable.path(path)) is not a journal this protocol wrote: inspect it, then delete it"
         case .damagedPlaceholder(let path):
             "\(Printable.path(path)) is not a placeholder stub (a binary property list with NSURLNameKey and NSURLFileSizeKey)"
+        case .otherProtocolVersion(let path, let version):
+            "\(Printable.path(path)) was written by a party of coordination protocol version \(version); this one speaks version "
+                + "\(ItemNames.protocolVersion) (Sources/Coordination/PROTOCOL.md): stop or update that party, then deal with the file "
+                + "(a journal: remove it; a placeholder: bring the file back with the party that evicted it)"
         case .noSuchVersion(let path, let identifier):
             "\(Printable.path(path)) has no conflict version '\(Printable.message(identifier))': `sandboxed-run versions list` shows them"
         case .unsafePath(let path, let problem):
