@@ -453,10 +453,11 @@ public final class SyncSimulator {
             var itemOfStem: [[UInt8]: [UInt8]] = [:]
             for item in items { itemOfStem[ItemNames.stem(of: item)] = item }
             let location = { (item: [UInt8]) in Self.location(folder, item, path) }
+            // A stem of the hashed form may also be a short name's (`sr2-<32 hex>`): only a file or its stub says which.
             func item(of stem: [UInt8]) -> [UInt8]? {
                 if let item = itemOfStem[stem] { return item }
-                if let item = ItemNames.readableItem(of: stem) { return item }
-                guard ItemNames.isHashed(stem), siblings[.placeholder]?.contains(stem) == true else { return nil }
+                if !ItemNames.isHashed(stem) { return ItemNames.readableItem(of: stem) }
+                guard siblings[.placeholder]?.contains(stem) == true else { return nil }
                 let stub = FileCoordinator.Location(folder: folder, name: ItemNames.terminated(stem + Array(ItemNames.Sibling.placeholder.rawValue.utf8)), path: path)
                 let fd = csb_open_regular(folder.rawValue, stub.name, O_RDONLY, 0)
                 guard fd >= 0, let bytes = try? FileVersion.readAll(OwnedDescriptor(taking: fd), path: path, limit: Placeholder.largestStub),
