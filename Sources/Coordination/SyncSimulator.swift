@@ -38,7 +38,7 @@ public final class SyncSimulator {
         public var uploads = 0, edits = 0, evictions = 0, materialisations = 0, conflicts = 0, skipped = 0
         /// Temporary files that killed parties left, removed.
         public var leftovers = 0
-        /// Files left alone for a person to look at (see `Options.report`).
+        /// Files left alone for a person to look at, each counted once (see `Options.report`).
         public var refused = 0
         public init() {}
     }
@@ -356,9 +356,11 @@ public final class SyncSimulator {
     private func refuse(_ path: FilePath, _ error: CoordinationError) {
         switch error {
         case .otherProtocolVersion, .damagedPlaceholder, .notARegularFile, .link, .damagedJournal, .interfered:
-            counts.refused += 1
             let message = error.description
-            if reported.insert(message).inserted { options.report?(message) }
+            if reported.insert(message).inserted {
+                counts.refused += 1
+                options.report?(message)
+            }
         default:
             counts.skipped += 1
         }

@@ -70,6 +70,16 @@ enum Party {
             os.write(j, MAGIC + b"%d %d\\n" % (size, len(record)) + record); os.close(j)
             os.write(fd, record[:5000])
             os.kill(os.getpid(), 9)
+        elif command == "evict-held":      # an eviction that holds the note while a writer waits on it
+            fd = locked(folder, name, True)
+            print("held", flush=True)
+            time.sleep(float(sys.argv[4]))
+            guard = os.open(".", os.O_RDONLY | os.O_DIRECTORY, dir_fd=folder)
+            fcntl.flock(guard, fcntl.LOCK_EX)
+            os.close(os.open(stem(name) + b".icloud", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600, dir_fd=folder))
+            os.rename(name, stem(name) + b".icloud.data", src_dir_fd=folder, dst_dir_fd=folder)
+            os.close(guard)
+            os.close(fd)
         elif command == "append":          # PROTOCOL.md's writer
             for line in sys.argv[4:]:
                 append(folder, name, os.fsencode(line))
