@@ -1,8 +1,10 @@
 import Sandbox
 import SystemPackage
 
-/// Why a coordinated read or write did not happen. When one is thrown,
-/// nothing was written: a record either landed whole or not at all.
+/// Why a coordinated read or write did not happen. When one is thrown, the
+/// write is not known to be durable: nothing was written, except when the
+/// failure was in flushing it to disk (`.system` with operation "flushing…"),
+/// where a record may be in the file, whole, but not known to be on disk.
 public enum CoordinationError: Error, Equatable, CustomStringConvertible {
     /// A FIFO, device, socket or folder where a regular file should be.
     case notARegularFile(FilePath)

@@ -153,20 +153,15 @@ public struct FileCoordinator: Sendable {
     /// `create`: false for a party that must not bring a missing item into
     /// being (the sync daemon editing what it found): `.forMerging` and
     /// `.forReplacing` then throw ENOENT.
-    func coordinate<T>(writing location: Location, options intent: WritingIntent, create: Bool, syncedByBody: Bool = false,
-                       _ body: (Item) throws -> T) throws -> T {
+    func coordinate<T>(writing location: Location, options intent: WritingIntent, create: Bool, _ body: (Item) throws -> T) throws -> T {
         let (folder, name, path) = (location.folder, location.name, location.path)
         switch intent {
         case .forMerging:
-            guard let item = try lock(location, flags: O_RDWR | O_APPEND, create: create, type: CSB_F_WRLCK) else {
-                throw CoordinationError.system(operation: "opening", path: path, errno: .noSuchFileOrDirectory)
+            return try merging(location, create: create) { item in
+                let result = try body(Item(anchor: item.rawValue, descriptor: item.rawValue, given: path))
+                try Durably.sync(item.rawValue, path: path)  // under the lock: the block may have written anything
+                return (result, flushedUnderLock: true)
             }
-            try Journal.recover(for: location, item: item)
-            let result = try body(Item(anchor: item.rawValue, descriptor: item.rawValue, given: path))
-            if !syncedByBody { try Durably.sync(item.rawValue, path: path) }
-            // The name too: its creator may have died before flushing the folder.
-            try Durably.syncFolder(folder, path: path)
-            return result
         case .forReplacing:
             // Held on the old inode until the new one is in place; waiters
             // then find the name moved on, and retry on the new file.
@@ -208,9 +203,8 @@ public struct FileCoordinator: Sendable {
             }
         case .forDeleting, .forMoving:
             // Held until the block has deleted or moved it: waiters then find the name gone.
-            try Placeholder.refuseIfEvicted(location)
             let item = try lock(location, flags: O_RDWR, create: false, type: CSB_F_WRLCK)
-            if let item { try Journal.recover(for: location, item: item) }
+            if let item { try Journal.recover(for: location, item: item) } else { try Placeholder.refuseIfEvicted(location) }
             let result = try body(Item(anchor: folder.rawValue, leaf: name, descriptor: nil, given: path))
             try Durably.syncFolder(folder, path: path)
             withExtendedLifetime(item) {}
@@ -230,8 +224,8 @@ public struct FileCoordinator: Sendable {
     public func append(line record: [UInt8], to location: Location) throws {
         let path = location.path
         guard !record.contains(UInt8(ascii: "\n")), !record.contains(0) else { throw CoordinationError.notOneLine }
-        try coordinate(writing: location, options: .forMerging, create: true, syncedByBody: true) { item in
-            let fd = item.descriptor!.rawValue
+        try merging(location, create: true) { item in
+            let fd = item.rawValue
             var status = stat()
             guard fstat(fd, &status) == 0 else { throw CoordinationError.system(operation: "fstat", path: path, errno: Errno(rawValue: errno)) }
             let size = Int64(status.st_size)
@@ -241,8 +235,30 @@ public struct FileCoordinator: Sendable {
                 guard count == 1 else { throw CoordinationError.system(operation: "reading the end of", path: path, errno: .ioError) }
             }
             let data = (last == UInt8(ascii: "\n") ? [] : [UInt8(ascii: "\n")]) + record + [UInt8(ascii: "\n")]
-            try Journal.append(data, at: size, to: fd, for: location)
+            return ((), flushedUnderLock: try Journal.append(data, at: size, to: fd, for: location))
         }
+    }
+
+    /// The merging intent. `body` writes through the locked item and says
+    /// whether it flushed it; if not, the flush comes after the lock is
+    /// released, so that contending writers' flushes overlap (the kernel
+    /// commits them together) rather than queue. That is safe for what
+    /// `append` leaves unflushed, a record within one page: it is whole or
+    /// absent, and every party that copies or moves the file while we flush
+    /// (an edit, a conflict, an eviction) flushes its copy, or this very
+    /// inode, before it reports or renames; either way the record is durable
+    /// once our flush of this inode returns. The folder is flushed last: the
+    /// item's creator may have died before it did.
+    private func merging<T>(_ location: Location, create: Bool, _ body: (OwnedDescriptor) throws -> (T, flushedUnderLock: Bool)) throws -> T {
+        guard let item = try lock(location, flags: O_RDWR | O_APPEND, create: create, type: CSB_F_WRLCK) else {
+            throw CoordinationError.system(operation: "opening", path: location.path, errno: .noSuchFileOrDirectory)
+        }
+        try Journal.recover(for: location, item: item)
+        let (result, flushed) = try body(item)
+        _ = csb_ofd_lock(item.rawValue, CSB_F_UNLCK, 0)
+        if !flushed { try Durably.sync(item.rawValue, path: location.path) }
+        try Durably.syncFolder(location.folder, path: location.path)
+        return result
     }
 
     /// Replaces the item's contents with `data` (temporary file, renamed

@@ -27,9 +27,11 @@ enum Journal {
         return fstatat(location.folder.rawValue, old, &status, AT_SYMLINK_NOFOLLOW) == 0
     }
 
-    /// Writes `data` at the end (`size`) and flushes it, journaled when it
-    /// crosses a page; on a failed write or flush the file is cut back to `size`.
-    static func append(_ data: [UInt8], at size: Int64, to fd: CInt, for location: FileCoordinator.Location) throws {
+    /// Writes `data` at the end (`size`), journaled when it crosses a page;
+    /// on a failed write the file is cut back to `size`. A journaled record
+    /// is flushed before its journal goes (returns true); one within a page
+    /// is whole or absent whatever happens, and the caller flushes it.
+    static func append(_ data: [UInt8], at size: Int64, to fd: CInt, for location: FileCoordinator.Location) throws -> Bool {
         let (folder, path) = (location.folder, location.path)
         let journal = location.sibling(.journal)
         let crossesPage = size % page + Int64(data.count) > page
@@ -53,7 +55,7 @@ enum Journal {
         do {
             try FileCoordinator.writeAll(data, to: fd, path: path)
             // Flushed before the journal goes: without its journal a torn record could not be taken back.
-            try Durably.sync(fd, path: path)
+            if crossesPage { try Durably.sync(fd, path: path) }
         } catch {
             _ = ftruncate(fd, off_t(size))  // nothing half-written
             _ = fsync(fd)
@@ -61,6 +63,7 @@ enum Journal {
             throw error
         }
         if crossesPage { _ = unlinkat(folder.rawValue, journal.name, 0) }
+        return crossesPage
     }
 
     /// Rolls back a torn record that the journal describes, then removes the

@@ -92,6 +92,7 @@ public enum ItemNames {
     static func readableItem(of stem: [UInt8]) -> [UInt8]? {
         guard stem.first == UInt8(ascii: "."), stem.count >= 2, stem.count - 1 <= longestReadableName else { return nil }
         let item = Array(stem.dropFirst())
+        guard item != [0x2e], item != [0x2e, 0x2e] else { return nil }  // "." and "..": folders, never items
         return self.stem(of: item) == stem ? item : nil
     }
 

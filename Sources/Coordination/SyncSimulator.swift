@@ -64,8 +64,10 @@ public final class SyncSimulator {
     /// Every file found keeps its folder open until the next scan: a vault
     /// of thousands of folders must not use up the process's descriptors.
     static let maxFolders = 256
-    /// How long an eviction or a materialisation waits for the folder lock before trying later.
-    static let folderWait: Duration = .seconds(1)
+    /// How long an eviction or a materialisation waits for the folder lock
+    /// before trying later: writers hold it for microseconds, and an app
+    /// that holds it for ever must not stall the daemon.
+    static let folderWait: Duration = .milliseconds(50)
 
     private let opened: OwnedDescriptor?
 

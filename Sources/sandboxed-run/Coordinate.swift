@@ -41,7 +41,8 @@ struct Append: ParsableCommand {
             Waits for readers and writers that follow the coordination protocol (a sync daemon, \
             another append), never joins the line to another, and exits 0 only when the line is \
             durably in the file (the file and its folder flushed to disk). Exit codes: 65 TEXT is \
-            not one line; 74 an I/O error (nothing written); 75 try later (locked longer than \
+            not one line; 74 an I/O error (nothing written; or flushing failed, and the line is not \
+            known to be on disk); 75 try later (locked longer than \
             --timeout, or FILE is only a placeholder); 125 FILE is not a regular file, is a link, \
             has a damaged journal or one of another protocol version, or bad usage. \
             Inside the sandbox the launcher's own binary is $SANDBOXED_RUN.
@@ -174,6 +175,7 @@ struct Coordinate: ParsableCommand {
     /// COMMAND holding a copy would keep the item locked after we returned.
     private func spawn(_ item: FileCoordinator.Item) throws -> Int32 {
         var inherited: CInt = -1
+        defer { if inherited >= 0 { close(inherited) } }
         var path = item.path
         if item.throughDescriptor {
             inherited = csb_open_path(AT_FDCWD, "/proc/self/fd/\(item.anchor)", 1)
@@ -182,7 +184,6 @@ struct Coordinate: ParsableCommand {
             }
             path = item.path(through: inherited)
         }
-        defer { if inherited >= 0 { close(inherited) } }
         var environment = ProcessEnvironment.current.filter { !$0.starts(with: Array("COORDINATED_PATH=".utf8)) }
         environment.append(Array("COORDINATED_PATH=".utf8) + path.bytes)
         let argv = command.map { strdup($0) } + [nil]

@@ -360,3 +360,63 @@ func owner(_ path: String) -> uid_t {
         }
     }
 }
+
+/// The app can write the folder: it plants links, FIFOs, folders, huge files and
+/// fake stubs where the protocol keeps its files, and holds the folder lock.
+@Suite struct HostileFolderTests {
+    @Test func whatTheAppPlantsBesideEvictedNotesIsNeverFollowedOpenedOrReadWhole() throws {
+        let scratch = Scratch(), outside = Scratch()
+        let vault = scratch.path
+        try "secret\n".write(toFile: outside.path + "/secret", atomically: false, encoding: .utf8)
+        try "mine\n".write(toFile: vault + "/n.md", atomically: false, encoding: .utf8)
+        #expect(try shell("\"$0\" sync-simulator \"$1\" --edit-rate 0 --evict-rate 1000 --seconds 0.3 --leave-placeholders", [vault]).status == 0)
+        #expect(!FileManager.default.fileExists(atPath: vault + "/n.md"))
+        func stub(_ name: String) -> Data { Data(Placeholder.encode(.init(name: FilePath(name), size: 3))) }
+        #expect(symlink(outside.path + "/secret", vault + "/.n.md.icloud.download") == 0)  // a request that is a link
+        FileManager.default.createFile(atPath: vault + "/.fifo.md.icloud", contents: stub("fifo.md"))
+        #expect(mkfifo(vault + "/.fifo.md.icloud.data", 0o600) == 0)
+        FileManager.default.createFile(atPath: vault + "/.link.md.icloud", contents: stub("link.md"))
+        #expect(symlink(outside.path + "/secret", vault + "/.link.md.icloud.data") == 0)
+        FileManager.default.createFile(atPath: vault + "/.big.md.icloud", contents: stub("big.md"))
+        FileManager.default.createFile(atPath: vault + "/.big.md.icloud.data", contents: nil)
+        #expect(truncate(vault + "/.big.md.icloud.data", 1 << 30) == 0)  // 1 GiB, sparse
+        FileManager.default.createFile(atPath: vault + "/.liar.md.icloud", contents: stub("someone-else.md"))
+        try "liar\n".write(toFile: vault + "/.liar.md.icloud.data", atomically: false, encoding: .utf8)
+        try FileManager.default.createDirectory(atPath: vault + "/.folder.md.icloud", withIntermediateDirectories: false)
+        let started = Date()
+        let result = try shell("/usr/bin/time -f 'peak %M' \"$0\" sync-simulator \"$1\" --edit-rate 50 --evict-rate 50 --seconds 1", [vault])
+        #expect(result.status == 0, "\(result.error)")
+        #expect(Date().timeIntervalSince(started) < 10, "it hung")
+        let peak = result.error.split(separator: "\n").first { $0.hasPrefix("peak ") }.flatMap { Int($0.dropFirst(5)) } ?? Int.max
+        #expect(peak < 160_000, "peak resident memory \(peak) KiB: a planted file was read whole")
+        #expect(outside.lines("secret") == ["secret", ""])
+        #expect(try FileManager.default.contentsOfDirectory(atPath: outside.path) == ["secret"])
+        #expect(scratch.lines("n.md").first == "mine", "the evicted note did not come back")
+        #expect(!FileManager.default.fileExists(atPath: vault + "/fifo.md") && !FileManager.default.fileExists(atPath: vault + "/link.md"))
+        #expect(!FileManager.default.fileExists(atPath: vault + "/liar.md") && !FileManager.default.fileExists(atPath: vault + "/someone-else.md"))
+        var status = stat()
+        #expect(lstat(vault + "/big.md", &status) == 0 && status.st_size == 1 << 30, "the huge copy was not brought back by renaming it")
+        for planted in ["fifo.md", "link.md", "liar.md"] { #expect(result.error.contains(planted), "not reported: \(planted): \(result.error)") }
+        // Writers never create a note beside anything at its stub's name.
+        #expect(try shell("\"$0\" append --timeout 1 \"$1\" x", [vault + "/folder.md"]).status == 75)
+        #expect(try shell("\"$0\" append --timeout 1 \"$1\" x", [vault + "/fifo.md"]).status == 75)
+        #expect(!FileManager.default.fileExists(atPath: vault + "/folder.md"))
+    }
+
+    @Test func anAppHoldingTheFolderLockStallsNeitherTheSimulatorNorWritersOfNotesThatExist() throws {
+        let scratch = Scratch()
+        try "note\n".write(toFile: scratch.path + "/n.md", atomically: false, encoding: .utf8)
+        let holder = "import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECTORY); fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); time.sleep(4)"
+        let (app, out) = try Party.run(["/usr/bin/python3", "-c", holder, scratch.path], wait: false)
+        #expect(String(decoding: out.fileHandleForReading.availableData, as: UTF8.self).hasPrefix("held"))
+        let started = Date()
+        let simulator = try shell("\"$0\" sync-simulator \"$1\" --edit-rate 100 --evict-rate 1000 --seconds 1", [scratch.path])
+        #expect(simulator.status == 0)
+        #expect(Date().timeIntervalSince(started) < 3, "the simulator waited for the app's folder lock")
+        #expect(simulator.output.contains("evictions 0,"), "evicted without the folder lock: \(simulator.output)")
+        #expect(try shell("\"$0\" append --timeout 0.5 \"$1\" fine", [scratch.path + "/n.md"]).status == 0)
+        #expect(try shell("\"$0\" append --timeout 0.5 \"$1\" new", [scratch.path + "/new.md"]).status == 75)  // creating needs the folder lock
+        app.waitUntilExit()
+        #expect(try shell("\"$0\" append --timeout 0.5 \"$1\" new", [scratch.path + "/new.md"]).status == 0)
+    }
+}
