@@ -193,6 +193,27 @@ func owner(_ path: String) -> uid_t {
         #expect(owner(versions) == 65534)
     }
 
+    /// A simulator that may not give a copy the original's owner (not root)
+    /// keeps only the owner's bits: the copy is never readable by more people.
+    @Test(.enabled(if: getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv"), "needs root to set up, setpriv to drop"))
+    func anUnprivilegedSimulatorNarrowsCopiesItCannotGiveTheOwner() throws {
+        let scratch = Scratch()
+        let vault = scratch.path + "/vault"
+        try FileManager.default.createDirectory(atPath: vault, withIntermediateDirectories: false)
+        #expect(chown(vault, 65534, 65534) == 0 && chmod(scratch.path, 0o755) == 0)
+        // root's, and anyone may write it (a writer needs write access for the lock).
+        try "root's\n".write(toFile: vault + "/n.md", atomically: false, encoding: .utf8)
+        #expect(chmod(vault + "/n.md", 0o666) == 0)
+        let result = try shell("\"$0\" sync-simulator \"$1\" --edit-rate 100 --conflict-rate 300 --seconds 0.8", [vault], user: "65534")
+        #expect(result.status == 0, "\(result.error)")
+        #expect(result.output.contains("edits") && !result.output.contains("edits 0,"), "\(result.output)")
+        #expect(owner(vault + "/n.md") == 65534)
+        #expect(mode(vault + "/n.md") == 0o600, "replaced by a copy readable by others: \(String(mode(vault + "/n.md"), radix: 8))")
+        let versions = vault + "/.sandboxed-run-versions/n.md"
+        let open = ((try? FileManager.default.contentsOfDirectory(atPath: versions)) ?? []).filter { mode(versions + "/" + $0) & 0o077 != 0 }
+        #expect(open.isEmpty, "versions readable by others: \(open)")
+    }
+
     /// Every name the filesystem accepts works: the siblings of a long name are hashed.
     @Test func namesUpToNameMaxCanBeAppendedReplacedEvictedAndBroughtBack() throws {
         for length in [234, 235, 237, 240, 247, 255] {
