@@ -18,6 +18,7 @@ repository, which is the point):
     sandboxed-run run --app com.example.memo -- /usr/bin/python3 - "Buy milk" < Examples/memo-writer.py
 """
 import datetime
+import hashlib
 import os
 import subprocess
 import sys
@@ -45,9 +46,28 @@ def append(note: str, line: str) -> int:
     return subprocess.run([tool, "append", "--download", "0", "--", note, line], stderr=subprocess.DEVNULL).returncode
 
 
+def stem(name: bytes) -> bytes:
+    # Coordination protocol version 2 (Sources/Coordination/PROTOCOL.md, "Names"):
+    # the prefix of the files kept beside NAME; hashed when NAME is long.
+    return b"." + name if len(name) <= 234 else b".sr2-" + hashlib.sha256(name).hexdigest()[:32].encode()
+
+
 def placeholder(note: str) -> bool:
-    folder, name = os.path.split(note)
-    return not os.path.exists(note) and os.path.exists(os.path.join(folder, "." + name + ".icloud"))
+    folder, name = os.path.split(os.fsencode(note))
+    return not os.path.exists(note) and os.path.lexists(os.path.join(folder, stem(name) + b".icloud"))
+
+
+def durably_write(path: str, text: str, mode: str):
+    # A line the user was told is kept must survive a crash too: flush it, and the folder.
+    with open(path, mode, encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    folder = os.open(os.path.dirname(path), os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(folder)
+    finally:
+        os.close(folder)
 
 
 def flush_pending() -> int:
@@ -62,9 +82,9 @@ def flush_pending() -> int:
             landed += 1
         else:
             kept.append(note + "\t" + line)  # keep the order: nothing jumps the queue
-    with open(path + ".new", "w", encoding="utf-8") as f:
-        f.write("".join(entry + "\n" for entry in kept))
+    durably_write(path + ".new", "".join(entry + "\n" for entry in kept), "w")
     os.replace(path + ".new", path)
+    durably_write(path, "", "a")  # the rename, flushed
     return landed
 
 
@@ -78,8 +98,7 @@ def memo(text: str) -> str:
     if status == 0:
         return "appended to " + name
     if status == TRY_LATER and placeholder(note):
-        with open(pending_file(), "a", encoding="utf-8") as f:
-            f.write(name + "\t" + line + "\n")
+        durably_write(pending_file(), name + "\t" + line + "\n", "a")
         return name + " is in the cloud, not on this device: asked for it, and kept the line; it lands at the next launch"
     sys.exit("could not append to %s (sandboxed-run append exited %d)" % (name, status))
 

@@ -519,6 +519,10 @@ int csb_ofd_lock(int fd, short type, int wait) {
     return fcntl(fd, wait ? F_OFD_SETLKW : F_OFD_SETLK, &lock);
 }
 
+int csb_rename_noreplace(int olddirfd, const char *oldname, int newdirfd, const char *newname) {
+    return renameat2(olddirfd, oldname, newdirfd, newname, RENAME_NOREPLACE);
+}
+
 int csb_open_regular(int dirfd, const char *name, int flags, unsigned int mode) {
     // Look before opening: opening a device or a FIFO can have effects of its own.
     struct stat before;

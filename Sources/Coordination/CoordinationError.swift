@@ -1,8 +1,10 @@
 import Sandbox
 import SystemPackage
 
-/// Why a coordinated read or write did not happen. When one is thrown,
-/// nothing was written: a record either landed whole or not at all.
+/// Why a coordinated read or write did not happen. When one is thrown, the
+/// write is not known to be durable: nothing was written, except when the
+/// failure was in flushing it to disk (`.system` with operation "flushing…"),
+/// where a record may be in the file, whole, but not known to be on disk.
 public enum CoordinationError: Error, Equatable, CustomStringConvertible {
     /// A FIFO, device, socket or folder where a regular file should be.
     case notARegularFile(FilePath)
@@ -18,6 +20,9 @@ public enum CoordinationError: Error, Equatable, CustomStringConvertible {
     case damagedJournal(FilePath)
     /// A `.NAME.icloud` stub that is not a placeholder's property list.
     case damagedPlaceholder(FilePath)
+    /// A journal or placeholder that a party of another version of the
+    /// protocol (PROTOCOL.md) wrote: refused rather than read as this version's.
+    case otherProtocolVersion(FilePath, version: Int)
     /// No conflict version with that identifier.
     case noSuchVersion(FilePath, String)
     /// A link in the path that an app could have planted, or a missing folder.
@@ -43,6 +48,10 @@ public enum CoordinationError: Error, Equatable, CustomStringConvertible {
             "\(Printable.path(path)) is not a journal this protocol wrote: inspect it, then delete it"
         case .damagedPlaceholder(let path):
             "\(Printable.path(path)) is not a placeholder stub (a binary property list with NSURLNameKey and NSURLFileSizeKey)"
+        case .otherProtocolVersion(let path, let version):
+            "\(Printable.path(path)) was written by a party of coordination protocol version \(version); this one speaks version "
+                + "\(ItemNames.protocolVersion) (Sources/Coordination/PROTOCOL.md): stop or update that party, then deal with the file "
+                + "(a journal: remove it; a placeholder: bring the file back with the party that evicted it)"
         case .noSuchVersion(let path, let identifier):
             "\(Printable.path(path)) has no conflict version '\(Printable.message(identifier))': `sandboxed-run versions list` shows them"
         case .unsafePath(let path, let problem):

@@ -51,16 +51,23 @@ public struct FileCoordinator: Sendable {
         public let path: FilePath
         /// Open on `path` (nil for deleting and moving, or for reading an item that does not exist).
         public let descriptor: FileDescriptor?
+        /// For `.forReplacing`: the current file, locked and open for reading
+        /// (read the old contents here, never by the name).
+        public let original: FileDescriptor?
         /// The descriptor `path` goes through, and the name below it, if any.
         public let anchor: CInt
         let leaf: [CChar]?
 
-        init(anchor: CInt, leaf: [CChar]? = nil, descriptor: CInt?, given: FilePath) {
+        init(anchor: CInt, leaf: [CChar]? = nil, descriptor: CInt?, original: CInt? = nil, given: FilePath) {
             self.anchor = anchor
             self.leaf = leaf
             self.descriptor = descriptor.map { FileDescriptor(rawValue: $0) }
+            self.original = original.map { FileDescriptor(rawValue: $0) }
             path = Self.path(through: anchor, leaf: leaf) ?? given
         }
+
+        /// Whether `path` goes through /proc/self/fd (else it is the path as given).
+        public var throughDescriptor: Bool { Self.procMounted }
 
         /// `path` as a process sees it that holds a copy of `anchor` at `fd`
         /// (a child that inherited it).
@@ -98,10 +105,14 @@ public struct FileCoordinator: Sendable {
             self.init(folder: try FileCoordinator.folder(of: path), name: try FileCoordinator.name(of: path), path: path)
         }
 
-        /// A sibling of this file, `.NAME` + `suffix`.
-        func sibling(_ suffix: String) -> Location {
-            let name = FileCoordinator.sibling(of: self.name, suffix: suffix)
-            return Location(folder: folder, name: name, path: path.removingLastComponent().pushing(FileCoordinator.display(name)))
+        /// A sibling of this file (PROTOCOL.md, "Names").
+        func sibling(_ kind: ItemNames.Sibling) -> Location {
+            named(ItemNames.sibling(kind, of: name))
+        }
+
+        /// Another entry of this file's folder.
+        func named(_ other: [CChar]) -> Location {
+            Location(folder: folder, name: other, path: path.removingLastComponent().pushing(FileCoordinator.display(other)))
         }
     }
 
@@ -115,13 +126,13 @@ public struct FileCoordinator: Sendable {
 
     public func coordinate<T>(reading location: Location, options: ReadingOptions = [], _ body: (Item) throws -> T) throws -> T {
         let (folder, name, path) = (location.folder, location.name, location.path)
-        if !options.contains(.withoutChanges), Journal.exists(in: folder, for: name) {
+        if !options.contains(.withoutChanges), Journal.exists(for: location) {
             // A writer died mid-record: roll it back first, if we may write.
-            if let writable = try? lock(name, in: folder, path: path, flags: O_RDWR, create: false, type: CSB_F_WRLCK) {
-                try Journal.recover(in: folder, for: name, item: writable, path: path)
+            if let writable = try? lock(location, flags: O_RDWR, create: false, type: CSB_F_WRLCK) {
+                try Journal.recover(for: location, item: writable)
             }
         }
-        guard let item = try lock(name, in: folder, path: path, flags: O_RDONLY, create: false, type: CSB_F_RDLCK) else {
+        guard let item = try lock(location, flags: O_RDONLY, create: false, type: CSB_F_RDLCK) else {
             return try body(Item(anchor: folder.rawValue, leaf: name, descriptor: nil, given: path))
         }
         return try body(Item(anchor: item.rawValue, descriptor: item.rawValue, given: path))
@@ -129,44 +140,49 @@ public struct FileCoordinator: Sendable {
 
     // MARK: Writing
 
-    /// Runs `body` while no other coordinated party uses the item.
+    /// Runs `body` while no other coordinated party uses the item. When it
+    /// returns, what it wrote is durable (the file and its folder flushed).
     public func coordinate<T>(writingItemAt path: FilePath, options intent: WritingIntent = .forMerging, _ body: (Item) throws -> T) throws -> T {
         try coordinate(writing: Location(path), options: intent, body)
     }
 
     public func coordinate<T>(writing location: Location, options intent: WritingIntent = .forMerging, _ body: (Item) throws -> T) throws -> T {
-        try coordinate(writing: location, options: intent, materialising: false, body)
+        try coordinate(writing: location, options: intent, create: true, body)
     }
 
-    /// `materialising`: the sync daemon writes a file back in place of its placeholder.
-    func coordinate<T>(writing location: Location, options intent: WritingIntent, materialising: Bool, _ body: (Item) throws -> T) throws -> T {
+    /// `create`: false for a party that must not bring a missing item into
+    /// being (the sync daemon editing what it found): `.forMerging` and
+    /// `.forReplacing` then throw ENOENT.
+    func coordinate<T>(writing location: Location, options intent: WritingIntent, create: Bool, _ body: (Item) throws -> T) throws -> T {
         let (folder, name, path) = (location.folder, location.name, location.path)
-        if !materialising { try Placeholder.refuseIfEvicted(name, in: folder, path: path) }
         switch intent {
         case .forMerging:
-            let item = try lock(name, in: folder, path: path, flags: O_RDWR | O_APPEND, create: true, type: CSB_F_WRLCK)!
-            try Journal.recover(in: folder, for: name, item: item, path: path)
-            return try body(Item(anchor: item.rawValue, descriptor: item.rawValue, given: path))
+            return try merging(location, create: create) { item in
+                let result = try body(Item(anchor: item.rawValue, descriptor: item.rawValue, given: path))
+                try Durably.sync(item.rawValue, path: path)  // under the lock: the block may have written anything
+                return (result, flushedUnderLock: true)
+            }
         case .forReplacing:
             // Held on the old inode until the new one is in place; waiters
             // then find the name moved on, and retry on the new file.
-            let old = try lock(name, in: folder, path: path, flags: O_RDWR, create: false, type: CSB_F_WRLCK)
-            var mode: mode_t = 0o644
-            if let old { mode = (try? old.status().st_mode).map { $0 & 0o777 } ?? mode }
-            let temporary = Self.temporaryName(for: name)
-            let fd: CInt
-            do {
-                fd = try syscallRetrying { openat(folder.rawValue, temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode) }
-            } catch {
-                throw CoordinationError.system(operation: "creating a temporary file beside", path: path, errno: error)
+            guard let old = try lock(location, flags: O_RDWR, create: create, type: CSB_F_WRLCK) else {
+                throw CoordinationError.system(operation: "opening", path: path, errno: .noSuchFileOrDirectory)
+            }
+            try Journal.recover(for: location, item: old)
+            let original: stat
+            do { original = try old.status() } catch { throw CoordinationError.system(operation: "fstat", path: path, errno: error) }
+            let temporary = location.named(ItemNames.temporary(of: name))
+            let fd = csb_open_regular(folder.rawValue, temporary.name, O_WRONLY | O_CREAT | O_EXCL, 0o600)
+            guard fd >= 0 else {
+                throw CoordinationError.system(operation: "creating a temporary file beside", path: path, errno: Errno(rawValue: errno))
             }
             let written = OwnedDescriptor(taking: fd)
-            let temporaryPath = path.removingLastComponent().pushing(Self.display(temporary))
             do {
-                let result = try body(Item(anchor: written.rawValue, descriptor: written.rawValue, given: temporaryPath))
-                _ = fchmod(written.rawValue, mode)  // the umask may have narrowed it
+                let result = try body(Item(anchor: written.rawValue, descriptor: written.rawValue, original: old.rawValue, given: temporary.path))
+                try Durably.match(written.rawValue, to: original, path: temporary.path)
+                try Durably.sync(written.rawValue, path: temporary.path)
                 do {
-                    _ = try syscallRetrying { renameat(folder.rawValue, temporary, folder.rawValue, name) }
+                    _ = try syscallRetrying { renameat(folder.rawValue, temporary.name, folder.rawValue, name) }
                 } catch {
                     throw CoordinationError.system(operation: "replacing", path: path, errno: error)
                 }
@@ -178,24 +194,29 @@ public struct FileCoordinator: Sendable {
                       ours.st_dev == placed.st_dev, ours.st_ino == placed.st_ino else {
                     throw CoordinationError.interfered(path)
                 }
+                try Durably.syncFolder(folder, path: path)
                 withExtendedLifetime(old) {}
                 return result
             } catch {
-                _ = unlinkat(folder.rawValue, temporary, 0)
+                _ = unlinkat(folder.rawValue, temporary.name, 0)
                 throw error
             }
         case .forDeleting, .forMoving:
             // Held until the block has deleted or moved it: waiters then find the name gone.
-            let item = try lock(name, in: folder, path: path, flags: O_RDWR, create: false, type: CSB_F_WRLCK)
-            defer { withExtendedLifetime(item) {} }
-            return try body(Item(anchor: folder.rawValue, leaf: name, descriptor: nil, given: path))
+            let item = try lock(location, flags: O_RDWR, create: false, type: CSB_F_WRLCK)
+            if let item { try Journal.recover(for: location, item: item) } else { try Placeholder.refuseIfEvicted(location) }
+            let result = try body(Item(anchor: folder.rawValue, leaf: name, descriptor: nil, given: path))
+            try Durably.syncFolder(folder, path: path)
+            withExtendedLifetime(item) {}
+            return result
         }
     }
 
     /// Appends `record` and a newline as one whole line, with the merging
-    /// intent. Returns only once the line is in the file; throws with
-    /// nothing written otherwise. A last line without its newline (an
-    /// editor's) is ended first, so the record never joins it.
+    /// intent. Returns only once the line is durably in the file (the file
+    /// and its folder flushed); throws with nothing written otherwise. A
+    /// last line without its newline (an editor's) is ended first, so the
+    /// record never joins it.
     public func append(line record: [UInt8], to path: FilePath) throws {
         try append(line: record, to: Location(path))
     }
@@ -203,18 +224,41 @@ public struct FileCoordinator: Sendable {
     public func append(line record: [UInt8], to location: Location) throws {
         let path = location.path
         guard !record.contains(UInt8(ascii: "\n")), !record.contains(0) else { throw CoordinationError.notOneLine }
-        try coordinate(writing: location, options: .forMerging) { item in
-            let fd = item.descriptor!.rawValue
+        try merging(location, create: true) { item in
+            let fd = item.rawValue
             var status = stat()
             guard fstat(fd, &status) == 0 else { throw CoordinationError.system(operation: "fstat", path: path, errno: Errno(rawValue: errno)) }
             let size = Int64(status.st_size)
             var last: UInt8 = UInt8(ascii: "\n")
-            if size > 0, pread(fd, &last, 1, off_t(size - 1)) != 1 {
-                throw CoordinationError.system(operation: "reading the end of", path: path, errno: Errno(rawValue: errno))
+            if size > 0 {
+                let count = try syscallRetrying { pread(fd, &last, 1, off_t(size - 1)) }
+                guard count == 1 else { throw CoordinationError.system(operation: "reading the end of", path: path, errno: .ioError) }
             }
             let data = (last == UInt8(ascii: "\n") ? [] : [UInt8(ascii: "\n")]) + record + [UInt8(ascii: "\n")]
-            try Journal.append(data, at: size, to: fd, path: path, folder: location.folder, name: location.name)
+            return ((), flushedUnderLock: try Journal.append(data, at: size, to: fd, for: location))
         }
+    }
+
+    /// The merging intent. `body` writes through the locked item and says
+    /// whether it flushed it; if not, the flush comes after the lock is
+    /// released, so that contending writers' flushes overlap (the kernel
+    /// commits them together) rather than queue. That is safe for what
+    /// `append` leaves unflushed, a record within one page: it is whole or
+    /// absent, and every party that copies or moves the file while we flush
+    /// (an edit, a conflict, an eviction) flushes its copy, or this very
+    /// inode, before it reports or renames; either way the record is durable
+    /// once our flush of this inode returns. The folder is flushed last: the
+    /// item's creator may have died before it did.
+    private func merging<T>(_ location: Location, create: Bool, _ body: (OwnedDescriptor) throws -> (T, flushedUnderLock: Bool)) throws -> T {
+        guard let item = try lock(location, flags: O_RDWR | O_APPEND, create: create, type: CSB_F_WRLCK) else {
+            throw CoordinationError.system(operation: "opening", path: location.path, errno: .noSuchFileOrDirectory)
+        }
+        try Journal.recover(for: location, item: item)
+        let (result, flushed) = try body(item)
+        _ = csb_ofd_lock(item.rawValue, CSB_F_UNLCK, 0)
+        if !flushed { try Durably.sync(item.rawValue, path: location.path) }
+        try Durably.syncFolder(location.folder, path: location.path)
+        return result
     }
 
     /// Replaces the item's contents with `data` (temporary file, renamed
@@ -224,47 +268,93 @@ public struct FileCoordinator: Sendable {
     }
 
     public func replace(contentsOf location: Location, with data: [UInt8]) throws {
-        try replace(contentsOf: location, with: data, materialising: false)
-    }
-
-    func replace(contentsOf location: Location, with data: [UInt8], materialising: Bool) throws {
-        let path = location.path
-        try coordinate(writing: location, options: .forReplacing, materialising: materialising) { item in
-            try Self.writeAll(data, to: item.descriptor!.rawValue, path: path)
+        try coordinate(writing: location, options: .forReplacing) { item in
+            try Self.writeAll(data, to: item.descriptor!.rawValue, path: location.path)
         }
     }
 
     // MARK: The protocol's lock
 
-    /// Opens `name` in `folder` (a regular file, no link), takes the lock,
-    /// and checks that the name still leads to the locked inode; retries
-    /// when it was replaced meanwhile. nil when it does not exist and
-    /// `create` is false.
-    func lock(_ name: [CChar], in folder: OwnedDescriptor, path: FilePath, flags: CInt, create: Bool, type: Int16) throws -> OwnedDescriptor? {
+    /// Opens the item (a regular file, no link), takes the lock, and checks
+    /// that the name still leads to the locked inode; retries when it was
+    /// replaced, moved or evicted meanwhile. nil when it does not exist and
+    /// `create` is false. A missing item is created only under the folder
+    /// lock, and only while neither it nor its placeholder exists: a writer
+    /// that lost the race to an eviction finds the placeholder, never makes
+    /// a second file beside it.
+    func lock(_ location: Location, flags: CInt, create: Bool, type: Int16) throws -> OwnedDescriptor? {
+        let (folder, name, path) = (location.folder, location.name, location.path)
         let deadline = timeout.map { ContinuousClock.now + $0 }
         while true {
-            let fd = csb_open_regular(folder.rawValue, name, flags | (create ? O_CREAT : 0), 0o666)
+            var fd = csb_open_regular(folder.rawValue, name, flags, 0)
             if fd < 0 {
                 let error = Errno(rawValue: errno)
                 switch error {
-                case .noSuchFileOrDirectory where !create: return nil
+                case .noSuchFileOrDirectory:
+                    if !create {
+                        try Placeholder.refuseIfOtherVersion(location)
+                        return nil
+                    }
+                    guard let made = try createItem(location, flags: flags, deadline: deadline) else { continue }
+                    fd = made
                 case .interrupted: continue
-                case .tooManySymbolicLinkLevels: throw CoordinationError.link(path)
-                case .invalidArgument, Errno(rawValue: ENXIO): throw CoordinationError.notARegularFile(path)
-                default: throw CoordinationError.system(operation: "opening", path: path, errno: error)
+                default: throw Self.openingError(error, path: path)
                 }
             }
             let item = OwnedDescriptor(taking: fd)
             try acquire(item, type: type, path: path, deadline: deadline)
-            var locked = stat()
-            var named = stat()
-            guard fstat(item.rawValue, &locked) == 0 else { throw CoordinationError.system(operation: "fstat", path: path, errno: Errno(rawValue: errno)) }
-            if fstatat(folder.rawValue, name, &named, AT_SYMLINK_NOFOLLOW) == 0, locked.st_nlink > 0,
-               named.st_dev == locked.st_dev, named.st_ino == locked.st_ino {
-                return item
-            }
-            // Replaced, moved or deleted while we waited: start again on what the name holds now.
+            if Self.holdsName(item, location) { return item }
+            // Replaced, moved, deleted or evicted while we waited: start again on what the name holds now.
             if let deadline, ContinuousClock.now >= deadline { throw CoordinationError.timedOut(path, seconds: Self.seconds(timeout)) }
+        }
+    }
+
+    /// Creates the missing item under the folder lock: nil when another
+    /// party made it first (the caller opens theirs).
+    private func createItem(_ location: Location, flags: CInt, deadline: ContinuousClock.Instant?) throws -> CInt? {
+        let (folder, name, path) = (location.folder, location.name, location.path)
+        guard let held = try FolderLock(folder, path: path, deadline: deadline) else {
+            throw CoordinationError.timedOut(path, seconds: Self.seconds(timeout))
+        }
+        defer { withExtendedLifetime(held) {} }
+        var status = stat()
+        if fstatat(folder.rawValue, name, &status, AT_SYMLINK_NOFOLLOW) == 0 { return nil }
+        try Placeholder.refuseIfEvicted(location)
+        let fd = csb_open_regular(folder.rawValue, name, flags | O_CREAT | O_EXCL, 0o666)
+        if fd < 0 {
+            if errno == EEXIST || errno == EINTR { return nil }
+            throw Self.openingError(Errno(rawValue: errno), path: path)
+        }
+        return fd
+    }
+
+    /// Locks the item without waiting: nil when it is missing, held by
+    /// another party, or not what the name holds. For the sync daemon,
+    /// which comes back later rather than queue behind writers.
+    func tryLock(_ location: Location, flags: CInt = O_RDWR) throws -> OwnedDescriptor? {
+        let fd = csb_open_regular(location.folder.rawValue, location.name, flags, 0)
+        guard fd >= 0 else {
+            if errno == ENOENT || errno == EINTR { return nil }
+            throw Self.openingError(Errno(rawValue: errno), path: location.path)
+        }
+        let item = OwnedDescriptor(taking: fd)
+        guard csb_ofd_lock(item.rawValue, CSB_F_WRLCK, 0) == 0, Self.holdsName(item, location) else { return nil }
+        return item
+    }
+
+    /// Whether the name still leads to the inode `item` holds, and that inode has a name.
+    static func holdsName(_ item: OwnedDescriptor, _ location: Location) -> Bool {
+        var locked = stat()
+        var named = stat()
+        return fstat(item.rawValue, &locked) == 0 && fstatat(location.folder.rawValue, location.name, &named, AT_SYMLINK_NOFOLLOW) == 0
+            && locked.st_nlink > 0 && named.st_dev == locked.st_dev && named.st_ino == locked.st_ino
+    }
+
+    static func openingError(_ error: Errno, path: FilePath) -> CoordinationError {
+        switch error {
+        case .tooManySymbolicLinkLevels: .link(path)
+        case .invalidArgument, Errno(rawValue: ENXIO), .isDirectory: .notARegularFile(path)
+        default: .system(operation: "opening", path: path, errno: error)
         }
     }
 
@@ -309,16 +399,6 @@ public struct FileCoordinator: Sendable {
     static func name(of path: FilePath) throws -> [CChar] {
         guard let last = path.lastComponent, last.kind == .regular else { throw CoordinationError.notARegularFile(path) }
         return FilePath(root: nil, [last]).withPlatformString { Array(UnsafeBufferPointer(start: $0, count: strlen($0) + 1)) }
-    }
-
-    /// `.NAME` + `suffix`, NUL-terminated: the protocol's files beside an item.
-    static func sibling(of name: [CChar], suffix: String) -> [CChar] {
-        [CChar(bitPattern: UInt8(ascii: "."))] + name.dropLast() + suffix.utf8.map { CChar(bitPattern: $0) } + [0]
-    }
-
-    static func temporaryName(for name: [CChar]) -> [CChar] {
-        var random = UInt64.random(in: 0...UInt64.max)
-        return sibling(of: name, suffix: ".sr-" + withUnsafeBytes(of: &random) { Printable.hex(Array($0)) })
     }
 
     static func display(_ name: [CChar]) -> FilePath {

@@ -43,7 +43,10 @@ public struct FileVersion: Equatable, Sendable {
         return versions.sorted { ($0.modified.tv_sec, $0.modified.tv_nsec) < ($1.modified.tv_sec, $1.modified.tv_nsec) }
     }
 
-    /// Keeps `contents` as a conflict version of `item`.
+    /// Keeps `contents` as a conflict version of `item`, durably (flushed,
+    /// and its folders), with the item's owner and permissions: a version is
+    /// never more readable than the file it is a version of. The caller
+    /// coordinates the item (the sync daemon holds its write lock).
     @discardableResult
     public static func add(to item: FilePath, contents: [UInt8], modified: timespec, savingComputer: String) throws -> FileVersion {
         try add(to: FileCoordinator.Location(item), contents: contents, modified: modified, savingComputer: savingComputer)
@@ -51,15 +54,79 @@ public struct FileVersion: Equatable, Sendable {
 
     @discardableResult
     public static func add(to location: FileCoordinator.Location, contents: [UInt8], modified: timespec, savingComputer: String) throws -> FileVersion {
+        var original = stat()
+        guard fstatat(location.folder.rawValue, location.name, &original, AT_SYMLINK_NOFOLLOW) == 0 else {
+            throw CoordinationError.system(operation: "keeping a conflict version of", path: location.path, errno: Errno(rawValue: errno))
+        }
+        return try add(to: location, contents: contents, modified: modified, savingComputer: savingComputer, like: original)
+    }
+
+    static func add(to location: FileCoordinator.Location, contents: [UInt8], modified: timespec, savingComputer: String, like original: stat) throws -> FileVersion {
         let item = location.path
-        let computer = String(savingComputer.filter { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-") }.prefix(32))
-        let identifier = "\(modified.tv_sec).\(String(modified.tv_nsec + 1_000_000_000).dropFirst())-\(computer.isEmpty ? "unknown" : computer)"
-        guard let folder = try versionsFolder(of: location, create: true) else { throw CoordinationError.notARegularFile(item) }
-        let fd = csb_open_regular(folder.rawValue, identifier, O_WRONLY | O_CREAT | O_EXCL, 0o644)
+        guard let folder = try versionsFolder(of: location, create: true, like: original) else { throw CoordinationError.notARegularFile(item) }
+        // Written under a temporary name and renamed: a daemon killed meanwhile leaves no torn version.
+        let temporary = ItemNames.terminated(ItemNames.temporarySuffix())
+        let fd = csb_open_regular(folder.rawValue, temporary, O_WRONLY | O_CREAT | O_EXCL, 0o600)
         guard fd >= 0 else { throw CoordinationError.system(operation: "keeping a conflict version of", path: item, errno: Errno(rawValue: errno)) }
         let file = OwnedDescriptor(taking: fd)
-        try FileCoordinator.writeAll(contents, to: file.rawValue, path: item)
-        return FileVersion(item: item, identifier: identifier, modified: modified, savingComputer: computer)
+        do {
+            try FileCoordinator.writeAll(contents, to: file.rawValue, path: item)
+            try Durably.match(file.rawValue, to: original, path: item)
+            try Durably.sync(file.rawValue, path: item)
+            let version = try place(temporary, from: folder, into: folder, modified: modified, savingComputer: savingComputer, item: item)
+            try Durably.syncFolder(folder, path: item)
+            return version
+        } catch {
+            _ = unlinkat(folder.rawValue, temporary, 0)
+            throw error
+        }
+    }
+
+    /// Keeps the file `name` of the item's folder (the daemon's copy of an
+    /// evicted file that a writer outside the protocol re-created) as a
+    /// conflict version: renamed, never copied, so it keeps its inode, owner
+    /// and mode. The caller holds the folder lock and the item's write lock.
+    static func adopt(_ name: [CChar], besides location: FileCoordinator.Location, savingComputer: String) throws -> FileVersion {
+        let item = location.path
+        var original = stat()
+        guard fstatat(location.folder.rawValue, name, &original, AT_SYMLINK_NOFOLLOW) == 0, (original.st_mode & S_IFMT) == S_IFREG else {
+            throw CoordinationError.notARegularFile(location.named(name).path)
+        }
+        guard let folder = try versionsFolder(of: location, create: true, like: original) else { throw CoordinationError.notARegularFile(item) }
+        let version = try place(name, from: location.folder, into: folder, modified: original.st_mtim, savingComputer: savingComputer, item: item)
+        try Durably.syncFolder(folder, path: item)
+        try Durably.syncFolder(location.folder, path: item)
+        return version
+    }
+
+    /// Renames `name` in `from` to the version's name in `folder`, never over
+    /// another version: the same instant twice gets `-2`, `-3`... after the side.
+    private static func place(_ name: [CChar], from: OwnedDescriptor, into folder: OwnedDescriptor, modified: timespec,
+                              savingComputer: String, item: FilePath) throws -> FileVersion {
+        let computer = String(savingComputer.filter { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-") }.prefix(32))
+        let side = computer.isEmpty ? "unknown" : computer
+        let stamp = "\(modified.tv_sec).\(String(modified.tv_nsec + 1_000_000_000).dropFirst())-"
+        for attempt in 1...100 {
+            let identifier = stamp + side + (attempt == 1 ? "" : "-\(attempt)")
+            if try Durably.renameNoReplace(from, name, folder, Array(identifier.utf8CString), path: item) {
+                return FileVersion(item: item, identifier: identifier, modified: modified, savingComputer: side)
+            }
+        }
+        throw CoordinationError.system(operation: "keeping a conflict version of", path: item, errno: .fileExists)
+    }
+
+    /// Removes temporaries that a daemon killed while keeping a version left
+    /// in the item's versions folder. The caller holds the item's write lock,
+    /// which every party writing one holds.
+    static func removeLeftovers(of location: FileCoordinator.Location) {
+        guard let folder = try? versionsFolder(of: location, create: false), let stream = fdopendir(dup(folder.rawValue)) else { return }
+        defer { closedir(stream) }
+        var leftovers: [[CChar]] = []
+        while let entry = readdir(stream) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in Array(raw.bindMemory(to: UInt8.self).prefix { $0 != 0 }) }
+            if ItemNames.temporaryStem([UInt8(ascii: ".")] + name) == [UInt8(ascii: ".")] { leftovers.append(ItemNames.terminated(name)) }
+        }
+        for name in leftovers { _ = unlinkat(folder.rawValue, name, 0) }
     }
 
     /// The version's bytes.
@@ -130,30 +197,57 @@ public struct FileVersion: Equatable, Sendable {
                            savingComputer: String(name[name.index(after: dash)...]))
     }
 
-    private static func versionsRoot(in parent: OwnedDescriptor, create: Bool) throws -> OwnedDescriptor? {
-        try openFolder(folderName, in: parent, create: create)
+    private static func versionsRoot(in parent: OwnedDescriptor, create: Bool, like original: stat? = nil) throws -> OwnedDescriptor? {
+        var mode: mode_t = 0o700
+        var owner: (uid_t, gid_t)?
+        if create {
+            // No more open than the folder it is in (whose entries it names).
+            var status = stat()
+            guard fstat(parent.rawValue, &status) == 0 else { throw CoordinationError.system(operation: "fstat", path: FilePath(folderName), errno: Errno(rawValue: errno)) }
+            mode = (status.st_mode & 0o755) | 0o700
+            owner = (status.st_uid, status.st_gid)
+        }
+        return try openFolder(Array(folderName.utf8CString), in: parent, create: create, mode: mode, owner: owner)
     }
 
-    static func versionsFolder(of location: FileCoordinator.Location, create: Bool) throws -> OwnedDescriptor? {
+    static func versionsFolder(of location: FileCoordinator.Location, create: Bool, like original: stat? = nil) throws -> OwnedDescriptor? {
         guard let root = try versionsRoot(in: location.folder, create: create) else { return nil }
-        return try openFolder(location.name, in: root, create: create)
+        // A private item's versions are in a private folder: 0600 makes 0700.
+        let mode = Durably.folderMode(for: original?.st_mode ?? 0o600)
+        return try openFolder(location.name, in: root, create: create, mode: mode, owner: original.map { ($0.st_uid, $0.st_gid) })
     }
 
-    /// A folder beneath `parent`, never through a link.
-    private static func openFolder(_ name: String, in parent: OwnedDescriptor, create: Bool) throws -> OwnedDescriptor? {
-        try openFolder(Array(name.utf8CString), in: parent, create: create)
-    }
-
-    private static func openFolder(_ name: [CChar], in parent: OwnedDescriptor, create: Bool) throws -> OwnedDescriptor? {
-        if create, mkdirat(parent.rawValue, name, 0o755) != 0, errno != EEXIST {
-            throw CoordinationError.system(operation: "creating", path: FileCoordinator.display(name), errno: Errno(rawValue: errno))
+    /// A folder beneath `parent`, never through a link. One this call creates
+    /// gets `mode` (whatever the umask) and, when this process may, `owner`,
+    /// and is flushed into `parent`.
+    private static func openFolder(_ name: [CChar], in parent: OwnedDescriptor, create: Bool, mode: mode_t = 0o700,
+                                   owner: (uid_t, gid_t)? = nil) throws -> OwnedDescriptor? {
+        var made = false
+        if create {
+            if mkdirat(parent.rawValue, name, 0o700) == 0 {
+                made = true
+            } else if errno != EEXIST {
+                throw CoordinationError.system(operation: "creating", path: FileCoordinator.display(name), errno: Errno(rawValue: errno))
+            }
         }
         let fd = openat(parent.rawValue, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
         if fd < 0 {
             if errno == ENOENT && !create { return nil }
             throw CoordinationError.notARegularFile(FileCoordinator.display(name))
         }
-        return OwnedDescriptor(taking: fd)
+        let folder = OwnedDescriptor(taking: fd)
+        if made {
+            var status = stat()
+            if let owner, fstat(fd, &status) == 0, status.st_uid != owner.0 || status.st_gid != owner.1 {
+                if fchown(fd, owner.0, owner.1) != 0 { _ = fchmod(fd, mode & 0o700) }  // not ours to give: only ours to read
+            }
+            if fstat(fd, &status) == 0, owner.map({ status.st_uid == $0.0 && status.st_gid == $0.1 }) ?? true {
+                _ = fchmod(fd, mode)
+            }
+            try Durably.sync(fd, path: FileCoordinator.display(name))
+            try Durably.syncFolder(parent, path: FileCoordinator.display(name))
+        }
+        return folder
     }
 
     /// The whole file, refused (as not a file to handle) above `limit` bytes.

@@ -6,71 +6,98 @@ import SystemPackage
 /// Crash safety for appended records. A `write(2)` that stays within one
 /// 4 KiB page of the file is whole or absent when its writer is killed (the
 /// kernel checks for a fatal signal only between page-cache chunks). A
-/// record that crosses a page boundary is first described in
-/// `.NAME.sr-journal` (its offset, length and bytes); the next party that
-/// holds the item exclusively finds the journal and, if the file ends with a
-/// torn prefix of exactly that record, truncates it away: the record never
-/// landed, and its writer never reported that it had.
+/// record that crosses a page boundary is first described in the item's
+/// journal (its offset, length and bytes), flushed before the record is
+/// written; the next party that holds the item exclusively finds the
+/// journal and, if the file ends with a torn prefix of exactly that record,
+/// truncates it away: the record never landed, and its writer never
+/// reported that it had.
 enum Journal {
     static let page: Int64 = 4096
-    static let magic = Array("sandboxed-run journal 1\n".utf8)
+    static let magicPrefix = Array("sandboxed-run journal ".utf8)
+    static let magic = magicPrefix + Array("\(ItemNames.protocolVersion)\n".utf8)
     /// Records are lines; a journal larger than this is not ours.
     static let largest = 1 << 20
 
-    static func exists(in folder: OwnedDescriptor, for name: [CChar]) -> Bool {
+    static func exists(for location: FileCoordinator.Location) -> Bool {
         var status = stat()
-        return fstatat(folder.rawValue, FileCoordinator.sibling(of: name, suffix: ".sr-journal"), &status, AT_SYMLINK_NOFOLLOW) == 0
+        if fstatat(location.folder.rawValue, ItemNames.sibling(.journal, of: location.name), &status, AT_SYMLINK_NOFOLLOW) == 0 { return true }
+        // A version 1 writer's journal under the long name: recovery refuses it.
+        guard let old = ItemNames.versionOneSibling(.journal, of: location.name) else { return false }
+        return fstatat(location.folder.rawValue, old, &status, AT_SYMLINK_NOFOLLOW) == 0
     }
 
     /// Writes `data` at the end (`size`), journaled when it crosses a page;
-    /// on a short write (ENOSPC) the file is cut back to `size`.
-    static func append(_ data: [UInt8], at size: Int64, to fd: CInt, path: FilePath, folder: OwnedDescriptor, name: [CChar]) throws {
-        let journalName = FileCoordinator.sibling(of: name, suffix: ".sr-journal")
+    /// on a failed write the file is cut back to `size`. A journaled record
+    /// is flushed before its journal goes (returns true); one within a page
+    /// is whole or absent whatever happens, and the caller flushes it.
+    static func append(_ data: [UInt8], at size: Int64, to fd: CInt, for location: FileCoordinator.Location) throws -> Bool {
+        let (folder, path) = (location.folder, location.path)
+        let journal = location.sibling(.journal)
         let crossesPage = size % page + Int64(data.count) > page
         if crossesPage {
-            // Written under another name, then renamed into place: a writer
-            // killed while writing it leaves no journal (and had written no
-            // record yet), never a torn journal that would stop every later writer.
-            let stagedName = FileCoordinator.sibling(of: name, suffix: ".sr-journal.new")
-            let fd = csb_open_regular(folder.rawValue, stagedName, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-            guard fd >= 0 else { throw CoordinationError.system(operation: "writing the journal of", path: path, errno: Errno(rawValue: errno)) }
-            let journal = OwnedDescriptor(taking: fd)
-            try FileCoordinator.writeAll(magic + Array("\(size) \(data.count)\n".utf8) + data, to: journal.rawValue, path: path)
-            guard renameat(folder.rawValue, stagedName, folder.rawValue, journalName) == 0 else {
-                throw CoordinationError.system(operation: "writing the journal of", path: path, errno: Errno(rawValue: errno))
+            // Written under another name, flushed, then renamed into place and
+            // the folder flushed: a writer killed (or a machine losing power)
+            // while writing it leaves no journal (and no record yet), never a
+            // torn journal that would stop every later writer, and the record
+            // is never on disk without the journal that can take it back.
+            let staged = location.sibling(.stagedJournal)
+            let stagedFD = csb_open_regular(folder.rawValue, staged.name, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+            guard stagedFD >= 0 else { throw CoordinationError.system(operation: "writing the journal of", path: path, errno: Errno(rawValue: errno)) }
+            let stagedFile = OwnedDescriptor(taking: stagedFD)
+            try FileCoordinator.writeAll(magic + Array("\(size) \(data.count)\n".utf8) + data, to: stagedFile.rawValue, path: staged.path)
+            try Durably.sync(stagedFile.rawValue, path: staged.path)
+            do { _ = try syscallRetrying { renameat(folder.rawValue, staged.name, folder.rawValue, journal.name) } } catch {
+                throw CoordinationError.system(operation: "writing the journal of", path: path, errno: error)
             }
+            try Durably.syncFolder(folder, path: path)
         }
         do {
             try FileCoordinator.writeAll(data, to: fd, path: path)
+            // Flushed before the journal goes: without its journal a torn record could not be taken back.
+            if crossesPage { try Durably.sync(fd, path: path) }
         } catch {
             _ = ftruncate(fd, off_t(size))  // nothing half-written
-            if crossesPage { _ = unlinkat(folder.rawValue, journalName, 0) }
+            _ = fsync(fd)
+            if crossesPage { _ = unlinkat(folder.rawValue, journal.name, 0) }
             throw error
         }
-        if crossesPage { _ = unlinkat(folder.rawValue, journalName, 0) }
+        if crossesPage { _ = unlinkat(folder.rawValue, journal.name, 0) }
+        return crossesPage
     }
 
     /// Rolls back a torn record that the journal describes, then removes the
-    /// journal. The caller holds the item exclusively.
-    static func recover(in folder: OwnedDescriptor, for name: [CChar], item: OwnedDescriptor, path: FilePath) throws {
-        let journalName = FileCoordinator.sibling(of: name, suffix: ".sr-journal")
-        let journalPath = path.removingLastComponent().pushing(FileCoordinator.display(journalName))
-        _ = unlinkat(folder.rawValue, FileCoordinator.sibling(of: name, suffix: ".sr-journal.new"), 0)  // a killed writer's, never in use now
-        let fd = csb_open_regular(folder.rawValue, journalName, O_RDONLY, 0)
+    /// journal. The caller holds the item exclusively. A journal of another
+    /// protocol version is refused, never read as this one's.
+    static func recover(for location: FileCoordinator.Location, item: OwnedDescriptor) throws {
+        let (folder, path) = (location.folder, location.path)
+        let journal = location.sibling(.journal)
+        _ = unlinkat(folder.rawValue, ItemNames.sibling(.stagedJournal, of: location.name), 0)  // a killed writer's, never in use now
+        if let old = ItemNames.versionOneSibling(.journal, of: location.name) {
+            var status = stat()
+            if fstatat(folder.rawValue, old, &status, AT_SYMLINK_NOFOLLOW) == 0 {
+                throw CoordinationError.otherProtocolVersion(location.named(old).path, version: 1)
+            }
+        }
+        let fd = csb_open_regular(folder.rawValue, journal.name, O_RDONLY, 0)
         if fd < 0 {
             if errno == ENOENT { return }
-            throw CoordinationError.damagedJournal(journalPath)
+            throw CoordinationError.damagedJournal(journal.path)
         }
-        let journal = OwnedDescriptor(taking: fd)
-        guard let status = try? journal.status(), status.st_size <= largest + 64 else { throw CoordinationError.damagedJournal(journalPath) }
+        let file = OwnedDescriptor(taking: fd)
+        guard let status = try? file.status(), status.st_size <= largest + 64 else { throw CoordinationError.damagedJournal(journal.path) }
         var bytes = [UInt8](repeating: 0, count: Int(status.st_size))
-        let count = bytes.withUnsafeMutableBytes { pread(journal.rawValue, $0.baseAddress, $0.count, 0) }
-        guard count == bytes.count, bytes.starts(with: magic),
-              let newline = bytes[magic.count...].firstIndex(of: UInt8(ascii: "\n")) else { throw CoordinationError.damagedJournal(journalPath) }
+        let count = bytes.withUnsafeMutableBytes { pread(file.rawValue, $0.baseAddress, $0.count, 0) }
+        guard count == bytes.count else { throw CoordinationError.damagedJournal(journal.path) }
+        if !bytes.starts(with: magic) {
+            if let version = otherVersion(bytes) { throw CoordinationError.otherProtocolVersion(journal.path, version: version) }
+            throw CoordinationError.damagedJournal(journal.path)
+        }
+        guard let newline = bytes[magic.count...].firstIndex(of: UInt8(ascii: "\n")) else { throw CoordinationError.damagedJournal(journal.path) }
         let header = String(decoding: bytes[magic.count..<newline], as: UTF8.self).split(separator: " ")
         let record = Array(bytes[(newline + 1)...])
         guard header.count == 2, let offset = Int64(header[0]), let length = Int(header[1]), offset >= 0, length == record.count else {
-            throw CoordinationError.damagedJournal(journalPath)
+            throw CoordinationError.damagedJournal(journal.path)
         }
         let size = Int64(try item.status().st_size)
         if size > offset, size < offset + Int64(length) {
@@ -81,8 +108,15 @@ enum Journal {
                 guard ftruncate(item.rawValue, off_t(offset)) == 0 else {
                     throw CoordinationError.system(operation: "rolling back a torn record in", path: path, errno: Errno(rawValue: errno))
                 }
+                try Durably.sync(item.rawValue, path: path)
             }
         }
-        _ = unlinkat(folder.rawValue, journalName, 0)
+        _ = unlinkat(folder.rawValue, journal.name, 0)
+    }
+
+    /// The version a journal of another version of this protocol names in its magic line.
+    private static func otherVersion(_ bytes: [UInt8]) -> Int? {
+        guard bytes.starts(with: magicPrefix), let newline = bytes.firstIndex(of: UInt8(ascii: "\n")), newline - magicPrefix.count <= 6 else { return nil }
+        return Int(String(decoding: bytes[magicPrefix.count..<newline], as: UTF8.self))
     }
 }

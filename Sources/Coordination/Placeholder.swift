@@ -1,13 +1,16 @@
 @preconcurrency import Glibc
+import CSandbox
 @_spi(Fuzzing) import Sandbox
 import SystemPackage
 
 /// A file evicted by a sync service, as iCloud Drive shows one on a Mac:
-/// `NAME` is gone and a small stub `.NAME.icloud` stands in its place. The
+/// `NAME` is gone and a small stub `.NAME.icloud` stands in its place (for
+/// a name too long for that, `.sr2-<hash>.icloud`: see `ItemNames`). The
 /// stub is a binary property list with `NSURLNameKey` (the name) and
-/// `NSURLFileSizeKey` (the size), as Apple's. Our sync simulator keeps the
-/// evicted bytes beside it in `.NAME.icloud.data` (its "server" copy), so a
-/// simulator that dies loses nothing.
+/// `NSURLFileSizeKey` (the size), as Apple's, and this protocol's version
+/// and the name's bytes. Our sync simulator keeps the evicted file itself
+/// beside it as `.NAME.icloud.data` (its "server" copy, renamed there, so
+/// it keeps its inode, owner and mode), so a simulator that dies loses nothing.
 ///
 /// A confined writer has no socket to the daemon, so it asks for the file by
 /// creating `.NAME.icloud.download` (an empty file) in the same folder; the
@@ -26,7 +29,23 @@ public enum Placeholder {
     public struct Stub: Equatable, Sendable {
         public let name: FilePath
         public let size: Int
+        /// The protocol version of the party that wrote it (1 when the stub does not say).
+        public let version: Int
+
+        public init(name: FilePath, size: Int, version: Int = ItemNames.protocolVersion) {
+            self.name = name
+            self.size = size
+            self.version = version
+        }
     }
+
+    /// The stub's key for the protocol version (version 1 wrote none).
+    static let versionKey = "SRCoordinationProtocolVersion"
+    /// The item's name as hex digits of its bytes: NSURLNameKey is a string,
+    /// which a name that is not UTF-8 cannot be.
+    static let nameBytesKey = "SRItemNameBytes"
+    /// Stubs are a few hundred bytes; a larger one is not ours.
+    static let largestStub = 4096
 
     public static func status(of path: FilePath) throws -> DownloadingStatus {
         try status(of: FileCoordinator.Location(path))
@@ -36,19 +55,20 @@ public enum Placeholder {
         let (folder, name) = (location.folder, location.name)
         var status = stat()
         let present = fstatat(folder.rawValue, name, &status, AT_SYMLINK_NOFOLLOW) == 0
-        let stub = fstatat(folder.rawValue, FileCoordinator.sibling(of: name, suffix: ".icloud"), &status, AT_SYMLINK_NOFOLLOW) == 0
+        let stub = fstatat(folder.rawValue, ItemNames.sibling(.placeholder, of: name), &status, AT_SYMLINK_NOFOLLOW) == 0
+        if !present, !stub { try refuseIfOtherVersion(location) }
         return present ? (stub ? .downloaded : .current) : (stub ? .notDownloaded : .current)
     }
 
-    /// Asks the sync daemon for `path` (creates `.NAME.icloud.download`).
+    /// Asks the sync daemon for `path` (creates its download request).
     public static func requestDownload(of path: FilePath) throws {
         try requestDownload(of: FileCoordinator.Location(path))
     }
 
     public static func requestDownload(of location: FileCoordinator.Location) throws {
         let (folder, path) = (location.folder, location.path)
-        let marker = FileCoordinator.sibling(of: location.name, suffix: ".icloud.download")
-        let fd = openat(folder.rawValue, marker, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0o644)
+        let marker = ItemNames.sibling(.download, of: location.name)
+        let fd = openat(folder.rawValue, marker, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw CoordinationError.system(operation: "requesting the download of", path: path, errno: Errno(rawValue: errno)) }
         close(fd)
     }
@@ -59,22 +79,37 @@ public enum Placeholder {
     }
 
     public static func download(_ location: FileCoordinator.Location, timeout: Duration) throws {
+        try download(location, until: ContinuousClock.now + timeout)
+    }
+
+    static func download(_ location: FileCoordinator.Location, until deadline: ContinuousClock.Instant) throws {
         guard try status(of: location) == .notDownloaded else { return }
         try requestDownload(of: location)
-        let deadline = ContinuousClock.now + timeout
         while try status(of: location) == .notDownloaded {
             if ContinuousClock.now >= deadline { throw CoordinationError.placeholder(location.path) }
             usleep(10_000)
         }
     }
 
-    /// Refuses to write `name` when only its placeholder exists: writing
-    /// would make a new file that the download then conflicts with.
-    static func refuseIfEvicted(_ name: [CChar], in folder: OwnedDescriptor, path: FilePath) throws {
+    /// Refuses to create the item when its placeholder exists: the new file
+    /// would stand beside the evicted one, and one of them would be lost or
+    /// become a conflict. Anything at the stub's name counts (a folder, a link).
+    static func refuseIfEvicted(_ location: FileCoordinator.Location) throws {
         var status = stat()
-        guard fstatat(folder.rawValue, name, &status, AT_SYMLINK_NOFOLLOW) != 0, errno == ENOENT else { return }
-        if fstatat(folder.rawValue, FileCoordinator.sibling(of: name, suffix: ".icloud"), &status, AT_SYMLINK_NOFOLLOW) == 0 {
-            throw CoordinationError.placeholder(path)
+        if fstatat(location.folder.rawValue, ItemNames.sibling(.placeholder, of: location.name), &status, AT_SYMLINK_NOFOLLOW) == 0 {
+            throw CoordinationError.placeholder(location.path)
+        }
+        try refuseIfOtherVersion(location)
+    }
+
+    /// A version 1 party named the stub `.NAME.icloud` whatever NAME's length;
+    /// version 2 hashes long names. Such a stub is a version 1 eviction that
+    /// version 2 would otherwise not see.
+    static func refuseIfOtherVersion(_ location: FileCoordinator.Location) throws {
+        guard let old = ItemNames.versionOneSibling(.placeholder, of: location.name) else { return }
+        var status = stat()
+        if fstatat(location.folder.rawValue, old, &status, AT_SYMLINK_NOFOLLOW) == 0 {
+            throw CoordinationError.otherProtocolVersion(location.named(old).path, version: 1)
         }
     }
 
@@ -90,11 +125,16 @@ public enum Placeholder {
             return (count < 15 ? [marker | UInt8(count)] : [marker | 0x0f] + integer(count)) + units
         }
         func integer(_ value: Int) -> [UInt8] { [0x13] + (0..<8).reversed().map { UInt8(truncatingIfNeeded: UInt64(value) >> (8 * UInt64($0))) } }
-        let objects: [[UInt8]] = [
-            [0xD2, 1, 2, 3, 4],  // a dictionary of two: key refs 1, 2; value refs 3, 4
-            string(Array("NSURLNameKey".utf8)), string(Array("NSURLFileSizeKey".utf8)),
-            string(stub.name.bytes), integer(stub.size),
+        let pairs: [([UInt8], [UInt8])] = [
+            (string(Array("NSURLNameKey".utf8)), string(stub.name.bytes)),
+            (string(Array("NSURLFileSizeKey".utf8)), integer(stub.size)),
+            (string(Array(versionKey.utf8)), integer(stub.version)),
+            (string(Array(nameBytesKey.utf8)), string(stub.name.bytes.flatMap { ItemNames.hexDigits($0) })),
         ]
+        // A dictionary of n: n key references, then n value references (one byte each).
+        let n = pairs.count
+        let dictionary = [0xD0 | UInt8(n)] + (1...2 * n).map { UInt8($0) }
+        let objects = [dictionary] + pairs.map(\.0) + pairs.map(\.1)
         var bytes = Array("bplist00".utf8)
         var offsets: [Int] = []
         for object in objects {
@@ -115,6 +155,51 @@ public enum Placeholder {
               size >= 0, !name.isEmpty, !name.contains("/") else {
             throw CoordinationError.damagedPlaceholder(path)
         }
-        return Stub(name: FilePath(name), size: size)
+        var version = 1
+        if let entry = entries[versionKey] {
+            guard case .integer(let number) = entry, number > 0, number < 1_000_000 else { throw CoordinationError.damagedPlaceholder(path) }
+            version = Int(number)
+        }
+        var bytes = Array(name.utf8)
+        if let entry = entries[nameBytesKey] {
+            guard case .string(let hex) = entry, let decoded = Self.bytes(hex: hex), !decoded.isEmpty, !decoded.contains(0),
+                  !decoded.contains(UInt8(ascii: "/")), decoded.count <= ItemNames.nameMax else { throw CoordinationError.damagedPlaceholder(path) }
+            bytes = decoded
+        }
+        return Stub(name: FilePath(bytes: bytes), size: size, version: version)
+    }
+
+    /// Reads the stub beside `location` and checks that it is this
+    /// version's and names this item: what the daemon needs before it acts.
+    static func read(for location: FileCoordinator.Location) throws -> Stub {
+        let stub = location.sibling(.placeholder)
+        let fd = csb_open_regular(location.folder.rawValue, stub.name, O_RDONLY, 0)
+        guard fd >= 0 else { throw CoordinationError.damagedPlaceholder(stub.path) }
+        let bytes = try FileVersion.readAll(OwnedDescriptor(taking: fd), path: stub.path, limit: largestStub)
+        let decoded = try decode(bytes, path: stub.path)
+        guard decoded.version == ItemNames.protocolVersion else { throw CoordinationError.otherProtocolVersion(stub.path, version: decoded.version) }
+        guard matches(decoded, ItemNames.bytes(location.name)) else { throw CoordinationError.damagedPlaceholder(stub.path) }
+        return decoded
+    }
+
+    static func matches(_ stub: Stub, _ name: [UInt8]) -> Bool { stub.name.bytes == name }
+
+    private static func bytes(hex: String) -> [UInt8]? {
+        let digits = Array(hex.utf8)
+        guard digits.count % 2 == 0 else { return nil }
+        var bytes: [UInt8] = []
+        for i in stride(from: 0, to: digits.count, by: 2) {
+            guard let high = value(digits[i]), let low = value(digits[i + 1]) else { return nil }
+            bytes.append(high << 4 | low)
+        }
+        return bytes
+    }
+
+    private static func value(_ digit: UInt8) -> UInt8? {
+        switch digit {
+        case 0x30...0x39: digit - 0x30
+        case 0x61...0x66: digit - 0x61 + 10
+        default: nil
+        }
     }
 }

@@ -27,11 +27,19 @@ public final class SyncSimulator {
         public var naiveLatency: Duration = .milliseconds(2)
         /// At a clean stop, bring back every file still evicted (else leave the placeholders).
         public var restoreOnStop = true
+        /// Told once per file and problem when the simulator leaves something
+        /// alone that a person should look at (another protocol version's
+        /// placeholder, a stub with no data, a link where a stub should be).
+        public var report: (@Sendable (String) -> Void)?
         public init() {}
     }
 
     public struct Counts: Sendable, Equatable {
         public var uploads = 0, edits = 0, evictions = 0, materialisations = 0, conflicts = 0, skipped = 0
+        /// Temporary files that killed parties left, removed.
+        public var leftovers = 0
+        /// Files left alone for a person to look at, each counted once (see `Options.report`).
+        public var refused = 0
         public init() {}
     }
 
@@ -48,6 +56,7 @@ public final class SyncSimulator {
     static let uploadBudget = 64 << 20
     private var editNumber = 0
     private var evictedAt: [FilePath: ContinuousClock.Instant] = [:]
+    private var reported: Set<String> = []
 
     static let largest = 16 << 20
     static let maxEntries = 10_000
@@ -55,6 +64,10 @@ public final class SyncSimulator {
     /// Every file found keeps its folder open until the next scan: a vault
     /// of thousands of folders must not use up the process's descriptors.
     static let maxFolders = 256
+    /// How long an eviction or a materialisation waits for the folder lock
+    /// before trying later: writers hold it for microseconds, and an app
+    /// that holds it for ever must not stall the daemon.
+    static let folderWait: Duration = .milliseconds(50)
 
     private let opened: OwnedDescriptor?
 
@@ -80,13 +93,17 @@ public final class SyncSimulator {
         let seconds = FileCoordinator.seconds(tick)
         var scanned = scan(rootFolder)
         var lastScan = ContinuousClock.now
+        tidy(scanned)
         while !shouldStop() {
             if ContinuousClock.now - lastScan > .milliseconds(100) {
                 scanned = scan(rootFolder)
                 lastScan = ContinuousClock.now
                 forgetUploads(except: scanned.files)
+                tidy(scanned)
+                scanned.unsettled = []
+                scanned.leftovers = []
             }
-            for request in scanned.requests { materialise(request) }
+            for request in scanned.requests { settle(request) }
             scanned.requests = []
             for file in scanned.files where changedSinceUpload(file) { upload(file) }
             if happens(options.editRate * seconds), let file = pick(scanned.files) { edit(file) }
@@ -96,18 +113,26 @@ public final class SyncSimulator {
                 scanned.files.removeAll { $0.path == file.path }
             }
             // A file this run evicted stays a placeholder for a second at least, as a real one would.
-            let downloadable = scanned.stubs.filter { evictedAt[$0.path].map { ContinuousClock.now - $0 > .seconds(1) } ?? true }
+            let downloadable = scanned.evicted.filter { evictedAt[$0.path].map { ContinuousClock.now - $0 > .seconds(1) } ?? true }
             if happens(options.evictRate * seconds), let stub = pick(downloadable) {
-                materialise(stub)
-                scanned.stubs.removeAll { $0.path == stub.path }
+                settle(stub)
+                scanned.evicted.removeAll { $0.path == stub.path }
             }
             usleep(useconds_t(seconds * 1_000_000))
         }
         // A clean stop: every placeholder ours becomes a file again.
         if options.restoreOnStop {
-            for stub in scan(rootFolder).stubs { materialise(stub) }
+            let last = scan(rootFolder)
+            tidy(last)
+            for item in last.evicted + last.requests { settle(item) }
         }
         return counts
+    }
+
+    /// What killed parties left: items beside their placeholder or data, and temporary files.
+    private func tidy(_ scanned: Scan) {
+        for item in scanned.unsettled { settle(item) }
+        for leftover in scanned.leftovers { removeLeftover(leftover) }
     }
 
     // MARK: Actions
@@ -144,7 +169,7 @@ public final class SyncSimulator {
             guard let old = try? readUnlocked(file) else { counts.skipped += 1; return }
             var pause = timespec(tv_sec: 0, tv_nsec: Int(FileCoordinator.seconds(options.naiveLatency) * 1e9))
             nanosleep(&pause, nil)
-            let temporary = FileCoordinator.temporaryName(for: file.name)
+            let temporary = ItemNames.temporary(of: file.name)
             let fd = openat(file.folder.rawValue, temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
             guard fd >= 0 else { counts.skipped += 1; return }
             let contents = Self.ended(old) + line
@@ -159,8 +184,9 @@ public final class SyncSimulator {
             return
         }
         do {
-            try coordinator.coordinate(writing: file, options: .forReplacing) { item in
-                let old = try readLocked(file)
+            // create: false — a file evicted since the scan is not the daemon's to re-create.
+            try coordinator.coordinate(writing: file, options: .forReplacing, create: false) { item in
+                let old = try Self.readAll(item.original!, path: file.path)
                 try FileCoordinator.writeAll(Self.ended(old) + line, to: item.descriptor!.rawValue, path: file.path)
             }
             counts.edits += 1
@@ -173,10 +199,13 @@ public final class SyncSimulator {
     private func conflict(_ file: FileCoordinator.Location) {
         guard let base = uploaded[file.path], let baseContents = base.contents else { return }
         do {
-            try coordinator.coordinate(writing: file, options: .forReplacing) { item in
-                let local = try readLocked(file)
+            try coordinator.coordinate(writing: file, options: .forReplacing, create: false) { item in
+                FileVersion.removeLeftovers(of: file)
+                let local = try Self.readAll(item.original!, path: file.path)
                 var status = stat()
-                guard fstatat(file.folder.rawValue, file.name, &status, AT_SYMLINK_NOFOLLOW) == 0 else { return }
+                guard fstat(item.original!.rawValue, &status) == 0 else {
+                    throw CoordinationError.system(operation: "fstat", path: file.path, errno: Errno(rawValue: errno))
+                }
                 editNumber += 1
                 let remote = Self.ended(baseContents) + Array("remote change \(editNumber)\n".utf8)
                 // The remote side saved at a random instant since the upload.
@@ -187,11 +216,12 @@ public final class SyncSimulator {
                 let remoteTime = timespec(tv_sec: base.modified.tv_sec + (base.modified.tv_nsec + offset) / 1_000_000_000,
                                           tv_nsec: (base.modified.tv_nsec + offset) % 1_000_000_000)
                 let remoteWins = (remoteTime.tv_sec, remoteTime.tv_nsec) > (status.st_mtim.tv_sec, status.st_mtim.tv_nsec)
+                // The version is durable before the file that loses it is replaced.
                 if remoteWins {
-                    try FileVersion.add(to: file, contents: local, modified: status.st_mtim, savingComputer: "this-computer")
+                    try FileVersion.add(to: file, contents: local, modified: status.st_mtim, savingComputer: "this-computer", like: status)
                     try FileCoordinator.writeAll(remote, to: item.descriptor!.rawValue, path: file.path)
                 } else {
-                    try FileVersion.add(to: file, contents: remote, modified: remoteTime, savingComputer: "remote")
+                    try FileVersion.add(to: file, contents: remote, modified: remoteTime, savingComputer: "remote", like: status)
                     try FileCoordinator.writeAll(local, to: item.descriptor!.rawValue, path: file.path)
                 }
             }
@@ -199,53 +229,162 @@ public final class SyncSimulator {
         } catch { counts.skipped += 1 }
     }
 
-    /// The file leaves; its stub and the server's copy stay.
+    /// The file leaves; its stub and the server's copy stay. Under the
+    /// folder lock and the file's write lock (neither waited for: a busy file
+    /// is evicted later), and only while nothing of an earlier eviction is
+    /// there. The stub is durable before the file is renamed to the
+    /// server's copy (`.icloud.data`): the same inode, so nothing is copied
+    /// and its owner and mode stay; a crash in between leaves the file beside
+    /// a stub, which the next run settles by removing the stub.
     private func evict(_ file: FileCoordinator.Location) {
         do {
-            try coordinator.coordinate(writing: file, options: .forDeleting) { _ in
-                let contents = try readLocked(file)
-                try Self.create(file.sibling(".icloud.data"), contents)
-                try Self.create(file.sibling(".icloud"), Placeholder.encode(.init(name: FileCoordinator.display(file.name), size: contents.count)))
-                guard unlinkat(file.folder.rawValue, file.name, 0) == 0 else {
-                    throw CoordinationError.system(operation: "evicting", path: file.path, errno: Errno(rawValue: errno))
+            guard let held = try FolderLock(file.folder, path: file.path, deadline: .now + Self.folderWait) else { counts.skipped += 1; return }
+            defer { withExtendedLifetime(held) {} }
+            guard let item = try coordinator.tryLock(file) else { counts.skipped += 1; return }
+            let stub = file.sibling(.placeholder), data = file.sibling(.data)
+            guard !Self.exists(stub), !Self.exists(data) else { counts.skipped += 1; return }  // unsettled: `settle` first
+            try Placeholder.refuseIfOtherVersion(file)
+            try Journal.recover(for: file, item: item)
+            try Durably.sync(item.rawValue, path: file.path)
+            let status = try item.status()
+            let temporary = file.named(ItemNames.temporary(of: file.name))
+            let fd = csb_open_regular(file.folder.rawValue, temporary.name, O_WRONLY | O_CREAT | O_EXCL, 0o600)
+            guard fd >= 0 else { throw CoordinationError.system(operation: "evicting", path: file.path, errno: Errno(rawValue: errno)) }
+            let written = OwnedDescriptor(taking: fd)
+            do {
+                let contents = Placeholder.encode(.init(name: FileCoordinator.display(file.name), size: Int(status.st_size)))
+                try FileCoordinator.writeAll(contents, to: written.rawValue, path: stub.path)
+                try Durably.match(written.rawValue, to: status, path: stub.path)
+                try Durably.sync(written.rawValue, path: stub.path)
+                guard try Durably.renameNoReplace(file.folder, temporary.name, file.folder, stub.name, path: stub.path) else {
+                    throw CoordinationError.system(operation: "evicting", path: stub.path, errno: .fileExists)
                 }
+            } catch {
+                _ = unlinkat(file.folder.rawValue, temporary.name, 0)
+                throw error
             }
+            try Durably.syncFolder(file.folder, path: file.path)
+            guard try Durably.renameNoReplace(file.folder, file.name, file.folder, data.name, path: data.path) else {
+                _ = unlinkat(file.folder.rawValue, stub.name, 0)
+                throw CoordinationError.system(operation: "evicting", path: data.path, errno: .fileExists)
+            }
+            try Durably.syncFolder(file.folder, path: file.path)
             counts.evictions += 1
             evictedAt[file.path] = .now
+        } catch let error as CoordinationError {
+            refuse(file.path, error)
         } catch { counts.skipped += 1 }
     }
 
-    /// `stub` is the evicted file's location (NAME, not .NAME.icloud).
-    private func materialise(_ file: FileCoordinator.Location) {
-        let data = file.sibling(".icloud.data")
-        var probe = stat()
-        guard fstatat(data.folder.rawValue, data.name, &probe, AT_SYMLINK_NOFOLLOW) == 0 else {
-            // A request for a file that is not evicted (or not by us): nothing to bring back.
-            _ = unlinkat(file.folder.rawValue, FileCoordinator.sibling(of: file.name, suffix: ".icloud.download"), 0)
-            return
-        }
+    /// Brings an evicted file back (on request, at random, or at a clean
+    /// stop), and settles what a killed party or a writer outside the
+    /// protocol left: all under the folder lock, so no writer creates the
+    /// file between the look and the act.
+    /// - only the stub and the server's copy: the copy is renamed back (it
+    ///   is the file's own inode), locked until the stub is gone;
+    /// - the file beside the server's copy (someone wrote it while it was
+    ///   evicted): two versions of one file, so the copy becomes a conflict
+    ///   version, never overwritten, never overwriting;
+    /// - the file beside a stub with no copy: an eviction or materialisation
+    ///   cut short; the stub goes;
+    /// - a stub with no copy and no file, another version's stub, a link or
+    ///   a folder where a stub or copy should be: left alone and reported.
+    private func settle(_ file: FileCoordinator.Location) {
+        let stub = file.sibling(.placeholder), data = file.sibling(.data), request = file.sibling(.download)
         do {
-            let fd = csb_open_regular(data.folder.rawValue, data.name, O_RDONLY, 0)
-            guard fd >= 0 else { throw CoordinationError.notARegularFile(data.path) }
-            let contents = try FileVersion.readAll(OwnedDescriptor(taking: fd), path: data.path, limit: Self.largest)
-            var status = stat()
-            if fstatat(file.folder.rawValue, file.name, &status, AT_SYMLINK_NOFOLLOW) == 0 {
-                // Written meanwhile despite the placeholder: keep the server's copy as a conflict version.
-                try FileVersion.add(to: file, contents: contents, modified: status.st_mtim, savingComputer: "remote")
+            guard let held = try FolderLock(file.folder, path: file.path, deadline: .now + Self.folderWait) else { counts.skipped += 1; return }
+            defer { withExtendedLifetime(held) {} }
+            let present = Self.exists(file), hasStub = Self.exists(stub), hasData = Self.exists(data)
+            if hasStub {
+                guard Self.isRegular(stub) else { throw CoordinationError.notARegularFile(stub.path) }
+                _ = try Placeholder.read(for: file)
+            }
+            if hasData, !Self.isRegular(data) { throw CoordinationError.notARegularFile(data.path) }
+            switch (present, hasStub, hasData) {
+            case (false, _, true):
+                let fd = csb_open_regular(file.folder.rawValue, data.name, O_RDWR, 0)
+                guard fd >= 0 else { throw FileCoordinator.openingError(Errno(rawValue: errno), path: data.path) }
+                let copy = OwnedDescriptor(taking: fd)
+                // Locked before it has the name: a writer that opens it waits until the stub is gone.
+                guard csb_ofd_lock(copy.rawValue, CSB_F_WRLCK, 0) == 0 else { counts.skipped += 1; return }
+                guard try Durably.renameNoReplace(file.folder, data.name, file.folder, file.name, path: file.path) else {
+                    counts.skipped += 1  // a file appeared meanwhile, outside the protocol: settled next time
+                    return
+                }
+                guard FileCoordinator.holdsName(copy, file) else { throw CoordinationError.interfered(file.path) }
+                try Durably.syncFolder(file.folder, path: file.path)
+                _ = unlinkat(file.folder.rawValue, stub.name, 0)
+                _ = unlinkat(file.folder.rawValue, request.name, 0)
+                counts.materialisations += 1
+            case (true, _, true):
+                guard let item = try coordinator.tryLock(file) else { counts.skipped += 1; return }
+                try FileVersion.adopt(data.name, besides: file, savingComputer: "remote")
+                _ = unlinkat(file.folder.rawValue, stub.name, 0)
+                _ = unlinkat(file.folder.rawValue, request.name, 0)
+                withExtendedLifetime(item) {}
                 counts.conflicts += 1
-            } else {
-                try coordinator.replace(contentsOf: file, with: contents, materialising: true)
+            case (true, true, false):
+                _ = unlinkat(file.folder.rawValue, stub.name, 0)
+                _ = unlinkat(file.folder.rawValue, request.name, 0)
+            case (false, true, false):
+                _ = unlinkat(file.folder.rawValue, request.name, 0)
+                throw CoordinationError.damagedPlaceholder(stub.path)
+            case (_, false, false):
+                _ = unlinkat(file.folder.rawValue, request.name, 0)  // asked for a file that is not evicted
             }
-            for suffix in [".icloud.download", ".icloud", ".icloud.data"] {
-                _ = unlinkat(file.folder.rawValue, FileCoordinator.sibling(of: file.name, suffix: suffix), 0)
-            }
-            counts.materialisations += 1
+        } catch let error as CoordinationError {
+            refuse(file.path, error)
         } catch { counts.skipped += 1 }
+    }
+
+    /// A temporary file of a party that died: removed only while no party can
+    /// be using it (the item's write lock, which every writer of one holds,
+    /// or the folder lock while the item is missing).
+    private func removeLeftover(_ leftover: Leftover) {
+        do {
+            if let item = leftover.item, Self.exists(item) {
+                guard let locked = try coordinator.tryLock(item) else { return }
+                defer { withExtendedLifetime(locked) {} }
+                if unlinkat(leftover.temporary.folder.rawValue, leftover.temporary.name, 0) == 0 { counts.leftovers += 1 }
+            } else {
+                guard let held = try FolderLock(leftover.temporary.folder, path: leftover.temporary.path, deadline: .now + Self.folderWait) else { return }
+                defer { withExtendedLifetime(held) {} }
+                if let item = leftover.item, Self.exists(item) { return }
+                if unlinkat(leftover.temporary.folder.rawValue, leftover.temporary.name, 0) == 0 { counts.leftovers += 1 }
+            }
+        } catch { counts.skipped += 1 }
+    }
+
+    private func refuse(_ path: FilePath, _ error: CoordinationError) {
+        switch error {
+        case .otherProtocolVersion, .damagedPlaceholder, .notARegularFile, .link, .damagedJournal, .interfered:
+            let message = error.description
+            if reported.insert(message).inserted {
+                counts.refused += 1
+                options.report?(message)
+            }
+        default:
+            counts.skipped += 1
+        }
     }
 
     // MARK: Reading and walking
 
-    private func readLocked(_ file: FileCoordinator.Location) throws -> [UInt8] {
+    private static func exists(_ location: FileCoordinator.Location) -> Bool {
+        var status = stat()
+        return fstatat(location.folder.rawValue, location.name, &status, AT_SYMLINK_NOFOLLOW) == 0
+    }
+
+    private static func isRegular(_ location: FileCoordinator.Location) -> Bool {
+        var status = stat()
+        return fstatat(location.folder.rawValue, location.name, &status, AT_SYMLINK_NOFOLLOW) == 0 && (status.st_mode & S_IFMT) == S_IFREG
+    }
+
+    private static func readAll(_ descriptor: FileDescriptor, path: FilePath) throws -> [UInt8] {
+        try FileVersion.readAll(OwnedDescriptor(taking: dup(descriptor.rawValue)), path: path, limit: largest)
+    }
+
+    private func readUnlocked(_ file: FileCoordinator.Location) throws -> [UInt8] {
         let fd = csb_open_regular(file.folder.rawValue, file.name, O_RDONLY, 0)
         guard fd >= 0 else { throw CoordinationError.notARegularFile(file.path) }
         return try FileVersion.readAll(OwnedDescriptor(taking: fd), path: file.path, limit: Self.largest)
@@ -259,25 +398,25 @@ public final class SyncSimulator {
         }
     }
 
-    private func readUnlocked(_ file: FileCoordinator.Location) throws -> [UInt8] { try readLocked(file) }
-
-    private static func create(_ location: FileCoordinator.Location, _ contents: [UInt8]) throws {
-        let fd = csb_open_regular(location.folder.rawValue, location.name, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-        guard fd >= 0 else { throw CoordinationError.system(operation: "writing", path: location.path, errno: Errno(rawValue: errno)) }
-        let file = OwnedDescriptor(taking: fd)
-        try FileCoordinator.writeAll(contents, to: file.rawValue, path: location.path)
-    }
-
     /// Text ends with a newline before a line is added to it.
     static func ended(_ bytes: [UInt8]) -> [UInt8] {
         bytes.isEmpty || bytes.last == UInt8(ascii: "\n") ? bytes : bytes + [UInt8(ascii: "\n")]
     }
 
+    struct Leftover {
+        /// The item whose temporary it is, when known (a hashed stem with neither file nor stub says nothing).
+        var item: FileCoordinator.Location?
+        var temporary: FileCoordinator.Location
+    }
+
     struct Scan {
         var files: [FileCoordinator.Location] = []
         /// Evicted files, by the name they will have again.
-        var stubs: [FileCoordinator.Location] = []
+        var evicted: [FileCoordinator.Location] = []
+        /// Files beside their stub or server copy: to settle.
+        var unsettled: [FileCoordinator.Location] = []
         var requests: [FileCoordinator.Location] = []
+        var leftovers: [Leftover] = []
     }
 
     private func scan(_ rootFolder: OwnedDescriptor) -> Scan {
@@ -288,47 +427,69 @@ public final class SyncSimulator {
         if let opened = Self.openFolder(rootFolder, ".") { queue.append((opened, root, 0)) }
         while let (folder, path, depth) = queue.popLast() {
             guard let stream = fdopendir(dup(folder.rawValue)) else { continue }
-            defer { closedir(stream) }
+            var items: [[UInt8]] = []
+            var siblings: [ItemNames.Sibling: [[UInt8]]] = [:]
+            var temporaries: [([UInt8], [UInt8])] = []
             while let entry = readdir(stream), seen < Self.maxEntries {
                 seen += 1
-                let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                    Array(raw.bindMemory(to: CChar.self).prefix { $0 != 0 }) + [0]
-                }
-                let bytes = name.dropLast().map { UInt8(bitPattern: $0) }
+                let bytes = withUnsafeBytes(of: entry.pointee.d_name) { raw in Array(raw.bindMemory(to: UInt8.self).prefix { $0 != 0 }) }
                 if bytes == [0x2e] || bytes == [0x2e, 0x2e] || bytes == Array(FileVersion.folderName.utf8) { continue }
-                let childPath = path.pushing(FilePath(bytes: bytes))
                 switch Int32(entry.pointee.d_type) {
                 case Int32(DT_DIR):
-                    if depth + 1 < Self.maxDepth, folders < Self.maxFolders, let child = Self.openFolder(folder, name) {
+                    if depth + 1 < Self.maxDepth, folders < Self.maxFolders, let child = Self.openFolder(folder, ItemNames.terminated(bytes)) {
                         folders += 1
-                        queue.append((child, childPath, depth + 1))
+                        queue.append((child, path.pushing(FilePath(bytes: bytes)), depth + 1))
                     }
                 case Int32(DT_REG):
-                    if let evicted = Self.stripped(bytes, prefix: ".", suffix: ".icloud.download") {
-                        result.requests.append(Self.location(folder, evicted, path))
-                    } else if let evicted = Self.stripped(bytes, prefix: ".", suffix: ".icloud") {
-                        result.stubs.append(Self.location(folder, evicted, path))
-                    } else if bytes.first != 0x2e {
-                        result.files.append(FileCoordinator.Location(folder: folder, name: name, path: childPath))
+                    if bytes.first != 0x2e {
+                        items.append(bytes)
+                    } else if let stem = ItemNames.temporaryStem(bytes) {
+                        temporaries.append((stem, bytes))
+                    } else if let kind = [ItemNames.Sibling.download, .data, .placeholder].first(where: { ItemNames.stem(of: bytes, kind: $0) != nil }) {
+                        siblings[kind, default: []].append(ItemNames.stem(of: bytes, kind: kind)!)
                     }
                 default:
                     continue  // links, FIFOs, devices, sockets: never touched
                 }
             }
+            closedir(stream)
+            // Which item each stem belongs to: a file present, the readable form, or the stub's own name.
+            var itemOfStem: [[UInt8]: [UInt8]] = [:]
+            for item in items { itemOfStem[ItemNames.stem(of: item)] = item }
+            let location = { (item: [UInt8]) in Self.location(folder, item, path) }
+            // A stem of the hashed form may also be a short name's (`sr2-<32 hex>`): only a file or its stub says which.
+            func item(of stem: [UInt8]) -> [UInt8]? {
+                if let item = itemOfStem[stem] { return item }
+                if !ItemNames.isHashed(stem) { return ItemNames.readableItem(of: stem) }
+                guard siblings[.placeholder]?.contains(stem) == true else { return nil }
+                let stub = FileCoordinator.Location(folder: folder, name: ItemNames.terminated(stem + Array(ItemNames.Sibling.placeholder.rawValue.utf8)), path: path)
+                let fd = csb_open_regular(folder.rawValue, stub.name, O_RDONLY, 0)
+                guard fd >= 0, let bytes = try? FileVersion.readAll(OwnedDescriptor(taking: fd), path: path, limit: Placeholder.largestStub),
+                      let decoded = try? Placeholder.decode(bytes, path: path), ItemNames.stem(of: decoded.name.bytes) == stem else { return nil }
+                return decoded.name.bytes
+            }
+            let present = Set(items)
+            var placed: Set<[UInt8]> = []
+            for stem in (siblings[.placeholder] ?? []) + (siblings[.data] ?? []) {
+                guard let name = item(of: stem), placed.insert(name).inserted else { continue }
+                if present.contains(name) { result.unsettled.append(location(name)) } else { result.evicted.append(location(name)) }
+            }
+            for stem in siblings[.download] ?? [] {
+                if let name = item(of: stem) { result.requests.append(location(name)) }
+            }
+            for (stem, bytes) in temporaries {
+                let temporary = FileCoordinator.Location(folder: folder, name: ItemNames.terminated(bytes), path: path.pushing(FilePath(bytes: bytes)))
+                result.leftovers.append(Leftover(item: item(of: stem).map(location), temporary: temporary))
+            }
+            result.files += items.map(location)
         }
         result.files.sort { $0.path.string < $1.path.string }  // reproducible picks
-        result.stubs.sort { $0.path.string < $1.path.string }
+        result.evicted.sort { $0.path.string < $1.path.string }
         return result
     }
 
-    private static func stripped(_ bytes: [UInt8], prefix: String, suffix: String) -> [UInt8]? {
-        let head = Array(prefix.utf8), tail = Array(suffix.utf8)
-        guard bytes.count > head.count + tail.count, bytes.starts(with: head), Array(bytes.suffix(tail.count)) == tail else { return nil }
-        return Array(bytes.dropFirst(head.count).dropLast(tail.count))
-    }
-
     private static func location(_ folder: OwnedDescriptor, _ bytes: [UInt8], _ path: FilePath) -> FileCoordinator.Location {
-        FileCoordinator.Location(folder: folder, name: bytes.map { CChar(bitPattern: $0) } + [0], path: path.pushing(FilePath(bytes: bytes)))
+        FileCoordinator.Location(folder: folder, name: ItemNames.terminated(bytes), path: path.pushing(FilePath(bytes: bytes)))
     }
 
     private static func openFolder(_ parent: OwnedDescriptor, _ name: [CChar]) -> OwnedDescriptor? {

@@ -1,5 +1,6 @@
 @preconcurrency import Glibc
 import ArgumentParser
+import CSandbox
 import Coordination
 import Grants
 import Sandbox
@@ -10,14 +11,14 @@ enum CoordinationExit {
     static let notOneLine: Int32 = 65  // EX_DATAERR: fix the record
     static let ioError: Int32 = 74     // EX_IOERR: nothing was written
     static let tryLater: Int32 = 75    // EX_TEMPFAIL: locked too long, or not downloaded yet
-    static let refused: Int32 = 125    // not a regular file, a link, a damaged journal
+    static let refused: Int32 = 125    // not a regular file, a link, a damaged journal, another protocol version, bad usage
 
     static func code(for error: CoordinationError) -> Int32 {
         switch error {
         case .notOneLine: notOneLine
         case .timedOut, .placeholder: tryLater
         case .system: ioError
-        case .notARegularFile, .link, .damagedJournal, .damagedPlaceholder, .noSuchVersion, .unsafePath, .interfered: refused
+        case .notARegularFile, .link, .damagedJournal, .damagedPlaceholder, .otherProtocolVersion, .noSuchVersion, .unsafePath, .interfered: refused
         }
     }
 
@@ -38,10 +39,12 @@ struct Append: ParsableCommand {
         abstract: "Append TEXT to FILE as one whole line, coordinated with every other writer (merging intent).",
         discussion: """
             Waits for readers and writers that follow the coordination protocol (a sync daemon, \
-            another append), never joins the line to another, and exits 0 only when the line is in \
-            the file. Exit codes: 65 TEXT is not one line; 74 an I/O error (nothing written); \
-            75 try later (locked longer than --timeout, or FILE is only a placeholder); \
-            125 FILE is not a regular file, is a link, or has a damaged journal. \
+            another append), never joins the line to another, and exits 0 only when the line is \
+            durably in the file (the file and its folder flushed to disk). Exit codes: 65 TEXT is \
+            not one line; 74 an I/O error (nothing written; or flushing failed, and the line is not \
+            known to be on disk); 75 try later (locked longer than \
+            --timeout, or FILE is only a placeholder); 125 FILE is not a regular file, is a link, \
+            has a damaged journal or one of another protocol version, or bad usage. \
             Inside the sandbox the launcher's own binary is $SANDBOXED_RUN.
             """
     )
@@ -58,13 +61,41 @@ struct Append: ParsableCommand {
     @Option(help: "When FILE is only a placeholder, ask the sync daemon for it and wait this many seconds (default: refuse at once).")
     var download: Double?
 
+    func validate() throws {
+        _ = try Seconds.duration(timeout, option: "--timeout")
+        if let download { _ = try Seconds.duration(download, option: "--download") }
+    }
+
     func run() throws {
-        let coordinator = FileCoordinator(timeout: .milliseconds(Int64(max(0, timeout) * 1000)))
+        let coordinator = FileCoordinator(timeout: try Seconds.duration(timeout, option: "--timeout"))
+        let wait = try download.map { try Seconds.duration($0, option: "--download") }
         try CoordinationExit.run {
-            let location = try UnconfinedPath.file(file)
-            if let download { try Placeholder.download(location, timeout: .milliseconds(Int64(max(0, download) * 1000))) }
-            try coordinator.append(line: Array(text.utf8), to: location)
+            let location = try UnconfinedPath.file(bytes: RawArguments.originalPath(of: file))
+            let record = try RawArguments.original(of: text)
+            guard let wait else { return try coordinator.append(line: record, to: location) }
+            // Evicted again between the download and the lock: ask again, within the same wait.
+            let deadline = ContinuousClock.now + wait
+            while true {
+                try Placeholder.download(location, timeout: max(.zero, deadline - ContinuousClock.now))
+                do {
+                    return try coordinator.append(line: record, to: location)
+                } catch CoordinationError.placeholder(let path) {
+                    if ContinuousClock.now >= deadline { throw CoordinationError.placeholder(path) }
+                }
+            }
         }
+    }
+}
+
+/// Seconds given as options: finite, not negative, at most `largest`.
+enum Seconds {
+    static let largest = 1_000_000.0
+
+    static func duration(_ value: Double, option: String) throws -> Duration {
+        guard value.isFinite, value >= 0, value <= largest else {
+            throw ValidationError("\(option) \(value) is not a number of seconds from 0 to \(Int(largest)): give one in that range")
+        }
+        return .nanoseconds(Int64((value * 1e9).rounded()))
     }
 }
 
@@ -103,16 +134,19 @@ struct Coordinate: ParsableCommand {
     func validate() throws {
         guard (read == nil) != (write == nil) else { throw ValidationError("give exactly one of --read FILE and --write FILE") }
         guard !command.isEmpty else { throw ValidationError("no command given: put it after --") }
+        _ = try Seconds.duration(timeout, option: "--timeout")
     }
 
     func run() throws {
-        let coordinator = FileCoordinator(timeout: .milliseconds(Int64(max(0, timeout) * 1000)))
+        let coordinator = FileCoordinator(timeout: try Seconds.duration(timeout, option: "--timeout"))
         var status: Int32 = 0
         try CoordinationExit.run {
             if let read {
-                try coordinator.coordinate(reading: try UnconfinedPath.file(read)) { item in
+                let location = try UnconfinedPath.file(bytes: RawArguments.originalPath(of: read))
+                try coordinator.coordinate(reading: location) { item in
                     guard item.descriptor != nil else {
-                        throw CoordinationError.system(operation: "reading", path: FilePath(read), errno: .noSuchFileOrDirectory)
+                        if try Placeholder.status(of: location) == .notDownloaded { throw CoordinationError.placeholder(location.path) }
+                        throw CoordinationError.system(operation: "reading", path: location.path, errno: .noSuchFileOrDirectory)
                     }
                     status = try spawn(item)
                 }
@@ -123,7 +157,7 @@ struct Coordinate: ParsableCommand {
                 case .deleting: .forDeleting
                 case .moving: .forMoving
                 }
-                try coordinator.coordinate(writing: try UnconfinedPath.file(write), options: intent) { item in
+                try coordinator.coordinate(writing: try UnconfinedPath.file(bytes: RawArguments.originalPath(of: write)), options: intent) { item in
                     status = try spawn(item)
                     if intent == .forReplacing, status != 0 { throw ExitCode(status) }  // the temporary file is discarded
                 }
@@ -133,18 +167,27 @@ struct Coordinate: ParsableCommand {
     }
 
     /// COMMAND with COORDINATED_PATH set; its wait status as a shell reports it.
-    /// The path goes through a copy of the coordinator's descriptor that
-    /// COMMAND inherits, so an app that swaps a name for a link meanwhile
-    /// cannot send COMMAND outside its folder.
+    /// The path goes through a descriptor COMMAND inherits, so an app that
+    /// swaps a name for a link meanwhile cannot send COMMAND outside its
+    /// folder. That descriptor is a new open of the same inode (O_PATH,
+    /// through /proc/self/fd), never a `dup` of the locked one: an OFD lock
+    /// belongs to the open file description, and a background child of
+    /// COMMAND holding a copy would keep the item locked after we returned.
     private func spawn(_ item: FileCoordinator.Item) throws -> Int32 {
-        let inherited = dup(item.anchor)  // without FD_CLOEXEC
-        guard inherited >= 0 else { throw CoordinationError.system(operation: "dup", path: item.path, errno: Errno(rawValue: errno)) }
-        defer { close(inherited) }
-        let path = item.path(through: inherited)
-        var environment = ProcessEnvironment.current.filter { !$0.hasPrefix("COORDINATED_PATH=") }
-        environment.append("COORDINATED_PATH=" + (path.exactString ?? path.string))
+        var inherited: CInt = -1
+        defer { if inherited >= 0 { close(inherited) } }
+        var path = item.path
+        if item.throughDescriptor {
+            inherited = csb_open_path(AT_FDCWD, "/proc/self/fd/\(item.anchor)", 1)
+            guard inherited >= 0, fcntl(inherited, F_SETFD, 0) == 0 else {  // without FD_CLOEXEC: COMMAND inherits it
+                throw CoordinationError.system(operation: "reopening", path: item.path, errno: Errno(rawValue: errno))
+            }
+            path = item.path(through: inherited)
+        }
+        var environment = ProcessEnvironment.current.filter { !$0.starts(with: Array("COORDINATED_PATH=".utf8)) }
+        environment.append(Array("COORDINATED_PATH=".utf8) + path.bytes)
         let argv = command.map { strdup($0) } + [nil]
-        let envp = environment.map { strdup($0) } + [nil]
+        let envp = environment.map { bytes in (bytes.map { CChar(bitPattern: $0) } + [0]).withUnsafeBufferPointer { strdup($0.baseAddress!) } } + [nil]
         defer { (argv + envp).forEach { free($0) } }
         var pid: pid_t = 0
         let error = posix_spawnp(&pid, command[0], nil, nil, argv, envp)
@@ -160,11 +203,12 @@ struct Coordinate: ParsableCommand {
 }
 
 enum ProcessEnvironment {
-    static var current: [String] {
-        var list: [String] = []
+    /// The environment as bytes: values need not be UTF-8.
+    static var current: [[UInt8]] {
+        var list: [[UInt8]] = []
         var entry = environ
         while let pointer = entry.pointee {
-            list.append(String(cString: pointer))
+            list.append(Array(UnsafeBufferPointer(start: UnsafeRawPointer(pointer).assumingMemoryBound(to: UInt8.self), count: strlen(pointer))))
             entry += 1
         }
         return list
@@ -212,7 +256,7 @@ struct SyncSimulatorCommand: ParsableCommand {
         for (name, rate) in [("--edit-rate", editRate), ("--evict-rate", evictRate), ("--conflict-rate", conflictRate)] where !(rate >= 0 && rate <= 1000) {
             throw ValidationError("\(name) must be between 0 and 1000 per second")
         }
-        if let seconds, !(seconds >= 0) { throw ValidationError("--seconds must not be negative") }
+        if let seconds { _ = try Seconds.duration(seconds, option: "--seconds") }
     }
 
     func run() throws {
@@ -223,16 +267,18 @@ struct SyncSimulatorCommand: ParsableCommand {
         options.conflictRate = conflictRate
         options.naive = naive
         options.restoreOnStop = !leavePlaceholders
+        options.report = { Console.warning($0) }
         // SIGINT and SIGTERM are held and looked for between ticks: a clean stop, never mid-write.
         var stopping = sigset_t()
         sigemptyset(&stopping)
         sigaddset(&stopping, SIGINT)
         sigaddset(&stopping, SIGTERM)
         pthread_sigmask(SIG_BLOCK, &stopping, nil)
-        let deadline = seconds.map { ContinuousClock.now + .milliseconds(Int64($0 * 1000)) }
+        let deadline = try seconds.map { ContinuousClock.now + (try Seconds.duration($0, option: "--seconds")) }
         var counts = SyncSimulator.Counts()
         try CoordinationExit.run {
-            let simulator = SyncSimulator(folder: FilePath(folder), descriptor: try UnconfinedPath.folder(folder), options: options)
+            let path = try RawArguments.originalPath(of: folder)
+            let simulator = SyncSimulator(folder: path, descriptor: try UnconfinedPath.folder(bytes: path), options: options)
             counts = try simulator.run {
                 var pending = sigset_t()
                 sigpending(&pending)
@@ -241,7 +287,8 @@ struct SyncSimulatorCommand: ParsableCommand {
             }
         }
         print("uploads \(counts.uploads), edits \(counts.edits), evictions \(counts.evictions), "
-            + "materialisations \(counts.materialisations), conflicts \(counts.conflicts), skipped \(counts.skipped)")
+            + "materialisations \(counts.materialisations), conflicts \(counts.conflicts), skipped \(counts.skipped), "
+            + "leftovers removed \(counts.leftovers), refused \(counts.refused)")
     }
 }
 
@@ -272,7 +319,7 @@ struct Versions: ParsableCommand {
 
     func run() throws {
         try CoordinationExit.run {
-            let path = try UnconfinedPath.file(file)
+            let path = try UnconfinedPath.file(bytes: RawArguments.originalPath(of: file))
             switch action {
             case .list:
                 for version in try FileVersion.unresolvedConflictVersions(of: path) {
@@ -298,6 +345,48 @@ struct Versions: ParsableCommand {
             }
         }
     }
+}
+
+/// Entry points by bytes: a folder's name need not be UTF-8, and the
+/// `String` an argument parser hands over has replaced what is not with
+/// U+FFFD, naming a folder that does not exist.
+extension UnconfinedPath {
+    static func folder(bytes path: FilePath) throws -> OwnedDescriptor { try folder(path) }
+    static func file(bytes path: FilePath) throws -> FileCoordinator.Location { try file(path) }
+}
+
+extension RawArguments {
+    /// The bytes the kernel passed for the argument the parser decoded as
+    /// `decoded` (an argument, or the value after `NAME=`): the decoded
+    /// string itself when it was UTF-8 all along. Two different arguments
+    /// that decode alike cannot be told apart: a usage error, never a guess.
+    /// Bytes, not a `FilePath`, which would fold `//` and drop a trailing `/`
+    /// (a record's text is no path).
+    static func original(of decoded: String) throws -> [UInt8] {
+        guard decoded.unicodeScalars.contains("\u{FFFD}") else { return Array(decoded.utf8) }
+        let count = Int(csb_saved_argc())
+        guard count > 1, let argv = csb_saved_argv() else { return Array(decoded.utf8) }
+        var found: [UInt8]?
+        for index in 1..<count {
+            guard let pointer = argv[index] else { continue }
+            let argument = Array(UnsafeBufferPointer(start: UnsafeRawPointer(pointer).assumingMemoryBound(to: UInt8.self), count: strlen(pointer)))
+            var candidates = [argument]
+            if argument.starts(with: Array("--".utf8)), let equals = argument.firstIndex(of: UInt8(ascii: "=")) {
+                candidates.append(Array(argument[(equals + 1)...]))
+            }
+            for candidate in candidates where String(decoding: candidate, as: UTF8.self) == decoded {
+                if let found, found != candidate {
+                    throw CoordinationError.unsafePath(FilePath(bytes: candidate), problem:
+                        "two arguments that are not UTF-8 read alike, so which one names the file cannot be told; rename one, or run it from a folder where a UTF-8 name reaches it")
+                }
+                found = candidate
+            }
+        }
+        return found ?? Array(decoded.utf8)
+    }
+
+    /// The same, as a path.
+    static func originalPath(of decoded: String) throws -> FilePath { FilePath(bytes: try original(of: decoded)) }
 }
 
 /// Paths these commands take from the user, walked with the library's one

@@ -396,3 +396,16 @@ func hostProcess(running arguments: [String]) -> pid_t? {
         }
     }
 }
+
+/// A record is bytes, not a path: `//` and a trailing `/` stay as given.
+@Suite struct AppendRecordBytesTests {
+    @Test func theRecordIsWrittenExactlyAsGiven() throws {
+        let home = CLI.Home()
+        for record in ["a//b/ x/", "/", "//", "C:\\\\x\\\\", "tail/"] {
+            let note = home.path + "/note-\(record.utf8.count).md"
+            let result = try CLI.run(["append", note, record], home: home)
+            #expect(result.status == 0, "\(result)")
+            #expect(try String(contentsOfFile: note, encoding: .utf8) == record + "\n")
+        }
+    }
+}

@@ -22,28 +22,33 @@ enum Party {
         return URL(fileURLWithPath: exe).deletingLastPathComponent().appendingPathComponent("sandboxed-run").path
     }()
 
+    /// The package's root, for the files tests read (PROTOCOL.md, Benchmarks/).
+    static let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
+
+    /// The first Python block of PROTOCOL.md: the protocol as other languages are told to follow it.
+    static let protocolPython: String = {
+        let text = (try? String(contentsOfFile: packageRoot + "/Sources/Coordination/PROTOCOL.md", encoding: .utf8)) ?? ""
+        guard let start = text.range(of: "```python\n"), let end = text.range(of: "\n```", range: start.upperBound..<text.endIndex) else { return "" }
+        return String(text[start.upperBound..<end.lowerBound])
+    }()
+
     /// The protocol in Python, as PROTOCOL.md gives it, with the moves tests need.
-    static let python = """
-        import fcntl, os, stat, struct, sys, time
-        def locked(folder, name, write):
-            while True:
-                fd = os.open(name, (os.O_RDWR | os.O_APPEND | os.O_CREAT if write else os.O_RDONLY) | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o666, dir_fd=folder)
-                if not stat.S_ISREG(os.fstat(fd).st_mode): raise OSError("not a regular file")
-                fcntl.fcntl(fd, fcntl.F_OFD_SETLKW, struct.pack("hhqqi", fcntl.F_WRLCK if write else fcntl.F_RDLCK, 0, 0, 0, 0))
-                held, named = os.fstat(fd), os.stat(name, dir_fd=folder, follow_symlinks=False)
-                if held.st_nlink and (held.st_dev, held.st_ino) == (named.st_dev, named.st_ino): return fd
-                os.close(fd)
+    static let python = protocolPython + """
+
+        import sys, time
         def replace(folder, name, transform, hold=0.0, announce=False):
-            fd = locked(folder, name, True)
+            fd = locked(folder, name, True, create=True)
             if announce: print("held", flush=True)  # the test waits for this line, not for a guessed time
+            recover(folder, name, fd)
             old = os.pread(fd, 1 << 24, 0)
             time.sleep(hold)
-            temp = ".%s.sr-%d" % (name, os.getpid())
+            temp = stem(name) + b".sr-%016x" % os.getpid()
             t = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644, dir_fd=folder)
-            os.write(t, transform(old)); os.close(t)
+            os.write(t, transform(old)); os.fsync(t); os.close(t)
             os.rename(temp, name, src_dir_fd=folder, dst_dir_fd=folder)
+            sync_folder(folder)
             os.close(fd)
-        command, folder_path, name = sys.argv[1], sys.argv[2], sys.argv[3]
+        command, folder_path, name = sys.argv[1], sys.argv[2], os.fsencode(sys.argv[3])
         folder = os.open(folder_path, os.O_RDONLY | os.O_DIRECTORY)
         if command == "remote-edits":      # a sync daemon rewriting the file, coordinated
             end = time.time() + float(sys.argv[4])
@@ -55,16 +60,29 @@ enum Party {
             replace(folder, name, lambda old: old + b"replaced\\n", hold=float(sys.argv[4]), announce=True)
         elif command == "naive-appends":   # seek to the end and write, as the memo writer did
             for i in range(int(sys.argv[4])):
-                with open(os.path.join(folder_path, name), "a") as f:
+                with open(os.path.join(folder_path, os.fsdecode(name)), "a") as f:
                     time.sleep(0.001); f.write("naive %d\\n" % i)
         elif command == "torn":            # a writer that dies mid-record, holding the lock
             fd = locked(folder, name, True)
             size = os.fstat(fd).st_size
             record = b"x" * 10000 + b"\\n"
-            j = os.open(".%s.sr-journal" % name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600, dir_fd=folder)
-            os.write(j, b"sandboxed-run journal 1\\n%d %d\\n" % (size, len(record)) + record); os.close(j)
+            j = os.open(stem(name) + b".sr-journal", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600, dir_fd=folder)
+            os.write(j, MAGIC + b"%d %d\\n" % (size, len(record)) + record); os.close(j)
             os.write(fd, record[:5000])
             os.kill(os.getpid(), 9)
+        elif command == "evict-held":      # an eviction that holds the note while a writer waits on it
+            fd = locked(folder, name, True)
+            print("held", flush=True)
+            time.sleep(float(sys.argv[4]))
+            guard = os.open(".", os.O_RDONLY | os.O_DIRECTORY, dir_fd=folder)
+            fcntl.flock(guard, fcntl.LOCK_EX)
+            os.close(os.open(stem(name) + b".icloud", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600, dir_fd=folder))
+            os.rename(name, stem(name) + b".icloud.data", src_dir_fd=folder, dst_dir_fd=folder)
+            os.close(guard)
+            os.close(fd)
+        elif command == "append":          # PROTOCOL.md's writer
+            for line in sys.argv[4:]:
+                append(folder, name, os.fsencode(line))
         """
 
     @discardableResult

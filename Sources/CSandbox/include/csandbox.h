@@ -362,6 +362,10 @@ extern const short CSB_F_RDLCK;
 extern const short CSB_F_WRLCK;
 extern const short CSB_F_UNLCK;
 
+/// `renameat2(2)` with RENAME_NOREPLACE: EEXIST rather than replacing what
+/// the new name holds (the protocol never overwrites a name it did not lock).
+int csb_rename_noreplace(int olddirfd, const char *oldname, int newdirfd, const char *newname);
+
 /// `openat(2)` of a regular file, never following a last-component link and
 /// never blocking on a FIFO (O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, then
 /// O_NONBLOCK cleared): ELOOP for a link, EINVAL for anything but a regular file.
