@@ -182,6 +182,12 @@ struct csb_child_plan {
     int kept_fds_count;
     int ruleset_fd;                // Landlock ruleset, or -1 for none
     uint32_t restrict_flags;       // landlock_restrict_self flags
+    /// Layers entered before `ruleset_fd`, with the same flags: each handles
+    /// only REFER and IOCTL_DEV, and keeps files of other folders out of one
+    /// writable folder (see `ReparentingLayers`). The keeper adds its
+    /// private /dev/shm to each, as to `ruleset_fd`.
+    const int *refer_rulesets;
+    int refer_rulesets_count;
     const void *seccomp_filter;    // struct sock_filter[], or NULL
     unsigned short seccomp_filter_length;
     const void *seccomp_guard;     // a second filter loaded before it, or NULL

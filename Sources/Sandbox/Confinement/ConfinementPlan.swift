@@ -17,6 +17,8 @@ public final class ConfinementPlan: @unchecked Sendable {
 
     let request: LaunchRequest
     let ruleset: LandlockRuleset?
+    /// Keep the writable folders' files apart (entered before `ruleset`).
+    let reparenting: ReparentingLayers?
     let restrictFlags: UInt32
     /// Built for `readOnlyMounts`; `filter(readOnlyMounts:)` builds the other.
     let filter: [UInt8]?
@@ -105,9 +107,15 @@ public final class ConfinementPlan: @unchecked Sendable {
         executable = try Self.resolve(request.command[0], from: workingDirectoryDescriptor)
         let abi = min(features.landlockABI, Landlock.newestKnownABI)
         if abi >= 1 {
-            ruleset = try Self.ruleset(abi: abi, policy: policy, folders: systemPaths + folders)
+            do {
+                reparenting = try ReparentingLayers(abi: abi, rules: systemPaths + folders)
+            } catch {
+                throw .setup(step: "building the Landlock layers that keep writable folders apart", errno: error)
+            }
+            ruleset = try Self.ruleset(abi: abi, policy: policy, folders: systemPaths + folders, refer: reparenting?.allowsRefer ?? false)
             restrictFlags = abi >= 7 ? CSB_LANDLOCK_RESTRICT_SELF_LOG_NEW_EXEC_ON : 0
         } else {
+            reparenting = nil
             ruleset = nil
             restrictFlags = 0
         }
@@ -267,7 +275,8 @@ public final class ConfinementPlan: @unchecked Sendable {
         }
     }
 
-    private static func ruleset(abi: Int, policy: Policy, folders: [FolderRule]) throws(SandboxError) -> LandlockRuleset {
+    /// `refer`: whether the writable folders allow REFER (see `ReparentingLayers`).
+    private static func ruleset(abi: Int, policy: Policy, folders: [FolderRule], refer: Bool) throws(SandboxError) -> LandlockRuleset {
         var network: Landlock.NetworkAccess = []
         if abi >= 4 {
             if !policy.networkClient || policy.tcpConnectPorts != nil { network.insert(.connectTCP) }
@@ -294,7 +303,7 @@ public final class ConfinementPlan: @unchecked Sendable {
             switch access {
             case .readExecute: .readExecute
             case .readOnly: .readOnly
-            case .readWrite: .readWrite
+            case .readWrite: refer ? .readWrite : Landlock.FileAccess.readWrite.subtracting(.refer)
             }
         }
     }
