@@ -209,6 +209,17 @@ int csb_birth_time(int fd, int64_t *seconds, uint32_t *nanoseconds) {
     return 0;
 }
 
+int csb_mount_id(int fd, uint64_t *mount_id) {
+#ifndef STATX_MNT_ID
+#define STATX_MNT_ID 0x00001000U
+#endif
+    struct statx st;
+    if (statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW | AT_STATX_DONT_SYNC, STATX_MNT_ID, &st) != 0) return -1;
+    if (!(st.stx_mask & STATX_MNT_ID)) { errno = EOPNOTSUPP; return -1; }
+    *mount_id = st.stx_mnt_id;
+    return 0;
+}
+
 int csb_memfd_create(const char *name) {
     return memfd_create(name, MFD_CLOEXEC);
 }

@@ -128,6 +128,7 @@ extension ConfinementPlan {
         let supervisor = MetadataSupervisor(writableRoots: writableRoots, readableRoots: readableRoots)
         supervisor.reporter = denials
         supervisor.observer = observer
+        observer?.paths = supervisor.paths  // one resolver: both judge what the command's call reached
         while true {
             // The observer sees the command's own execve: serve it while waiting.
             if observer != nil, let listener {
@@ -155,8 +156,8 @@ extension ConfinementPlan {
             case .namespaces(let bits):
                 namespaces = ConfinedProcess.Namespaces(rawValue: bits)
                 let privateMounts = (namespaces.contains(.proc) ? ["/proc"] : []) + (namespaces.contains(.sharedMemory) ? ["/dev/shm"] : [])
-                if namespaces.contains(.pidAndMount) { supervisor.resolveInNamespace(of: keeper.pid, privateMounts: privateMounts) }
-                observer?.privateMounts = privateMounts.map { Array($0.utf8) }
+                if namespaces.contains(.pidAndMount) { supervisor.paths.enterNamespace(of: keeper.pid, privateMounts: privateMounts) }
+                observer?.enterNamespace(privateMounts: privateMounts)
                 LaunchPhases.mark("namespaces ready")
             case .failed(let stage, let error):
                 keeper.abandon()

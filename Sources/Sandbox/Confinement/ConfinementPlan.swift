@@ -124,13 +124,14 @@ public final class ConfinementPlan: @unchecked Sendable {
         // The keeper's kill(-1) is denied for every host process: not worth an audit record each.
         keeperRestrictFlags = abi >= 7 ? CSB_LANDLOCK_RESTRICT_SELF_LOG_SAME_EXEC_OFF : 0
         superviseMetadata = features.seccompUserNotification
-        denials = DenialReporter(terminal: request.explainDenials, log: request.denialLog)
+        denials = DenialReporter(terminal: request.explainDenials, log: request.denialLog, logBytes: request.denialLogBytes)
         if let log = request.denialLog { try DenialLog.check(log, against: systemPaths + folders) }
         if denials.explains {
             guard superviseMetadata, features.seccompFilter else {
                 throw .usage("--explain and --denials need seccomp user notification (Linux 5.0 or later), which this kernel lacks")
             }
-            observer = DenialObserver(rules: systemPaths + folders, policy: policy, containerRoot: container.root, reporter: denials)
+            observer = DenialObserver(
+                rules: systemPaths + folders, policy: policy, containerRoot: container.root, reporter: denials, reparenting: reparenting)
         } else {
             observer = nil
         }

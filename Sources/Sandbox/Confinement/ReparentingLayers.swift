@@ -35,8 +35,9 @@ struct ReparentingLayers {
         case separated
         /// No REFER in the command's layer, so every rename or link into
         /// another folder is refused, within one writable folder too: the
-        /// kernel lacks IOCTL_DEV (Landlock ABI 5), or there are more
-        /// writable folders than `maximumLayers`.
+        /// kernel lacks IOCTL_DEV (Landlock ABI 5) with two writable folders
+        /// or more, or there are more than `maximumLayers`, or it has no
+        /// REFER at all (ABI 1).
         case refused
     }
 
@@ -62,7 +63,10 @@ struct ReparentingLayers {
             distinct.append((rule, status.inodeIdentity))
         }
         folders = distinct
-        if distinct.count < 2 || abi < 2 {  // ABI 1 refuses every reparenting by itself
+        if abi < 2 {  // ABI 1 has no REFER: it refuses every reparenting by itself
+            mode = .refused
+            layers = []
+        } else if distinct.count < 2 {
             mode = .noLayersNeeded
             layers = []
         } else if abi < 5 || distinct.count > Self.maximumLayers {
