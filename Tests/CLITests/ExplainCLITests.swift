@@ -188,6 +188,65 @@ enum DenialReporterLimits {
         #expect(linked["layer"] as? String == "Landlock")
     }
 
+    /// Every rename and link the kernel refused with Landlock's reparenting
+    /// rule is in the log, and nothing else is: not the EXDEV of two mounts,
+    /// not the EEXIST that comes before Landlock, not what succeeded.
+    @Test func reparentingPredictionsAgreeWithTheKernel() throws {
+        let inner = vault + "/inner"
+        try FileManager.default.createDirectory(atPath: inner, withIntermediateDirectories: true)
+        FileManager.default.createFile(atPath: vault + "/v", contents: Data("v".utf8))
+        FileManager.default.createFile(atPath: inner + "/i", contents: Data("i".utf8))
+        let innerBookmark = home.path + "/inner.bookmark"
+        #expect(try CLI.run(["pick", "--app", "com.example.memo", "--select", vault, "-o", bookmark], home: home).status == 0)
+        #expect(try CLI.run(["pick", "--app", "com.example.memo", "--select", inner, "-o", innerBookmark], home: home).status == 0)
+        let log = home.path + "/denials.jsonl"
+        let code = """
+            import ctypes, errno, os, sys
+            libc = ctypes.CDLL(None, use_errno=True)
+            vault, inner = os.environ["SANDBOX_GRANT_VAULT"], os.environ["SANDBOX_GRANT_INNER"]
+            os.chdir(os.environ["HOME"]); os.makedirs("a", exist_ok=True); os.makedirs("b", exist_ok=True)
+            open("a/mine", "w").write("m"); open("taken", "w").write("t")
+            renameat2 = 276 if os.uname().machine == "aarch64" else 316
+            def call(label, result):
+                print(label, "ok" if result == 0 else errno.errorcode[ctypes.get_errno()])
+            def c(path): return path.encode()
+            call("within", libc.link(b"a/mine", b"b/within"))
+            call("to-vault", libc.link(b"a/mine", c(vault + "/to-vault")))
+            call("from-vault", libc.rename(c(vault + "/v"), b"from-vault"))
+            call("into-inner", libc.link(c(vault + "/v"), c(inner + "/into-inner")))
+            call("out-of-inner", libc.link(c(inner + "/i"), c(vault + "/out-of-inner")))
+            call("to-shm", libc.link(b"a/mine", b"/dev/shm/to-shm"))
+            call("from-etc", libc.link(b"/etc/passwd", b"from-etc"))
+            call("exchange", libc.syscall(renameat2, -100, b"a/mine", -100, c(vault + "/v"), 2))
+            call("onto-existing", libc.link(c(vault + "/v"), b"taken"))
+            temporary = os.open(".", os.O_TMPFILE | os.O_WRONLY, 0o600)
+            call("tmpfile", libc.linkat(-100, c("/proc/self/fd/%d" % temporary), -100, c(vault + "/tmpfile"), 0x400))
+            held = os.open(vault + "/v", os.O_RDONLY)
+            call("empty-path", libc.linkat(held, b"", -100, b"empty-path", 0x1000))
+            """
+        let result = try CLI.run(
+            ["run", "--app", "com.example.memo", "--denials", log, "--grant", "VAULT=\(bookmark)", "--grant", "INNER=\(innerBookmark)",
+             "--", "/usr/bin/python3", "-c", code], home: home)
+        let outcomes = Dictionary(uniqueKeysWithValues: result.stdout.split(separator: "\n").map { line in
+            let parts = line.split(separator: " ")
+            return (String(parts[0]), String(parts[1]))
+        })
+        #expect(outcomes == [
+            "within": "ok", "to-vault": "EXDEV", "from-vault": "EXDEV", "into-inner": "EXDEV", "out-of-inner": "ok",
+            "to-shm": "EXDEV", "from-etc": "EXDEV", "exchange": "EXDEV", "onto-existing": "EEXIST", "tmpfile": "EXDEV",
+            "empty-path": "EXDEV",
+        ], "\(result.stderr)")
+        let records = try String(contentsOfFile: log, encoding: .utf8).split(separator: "\n")
+            .map { try JSONSerialization.jsonObject(with: Data($0.utf8)) as! [String: Any] }
+        let reported = Set(records.compactMap { record -> String? in
+            guard ["rename", "link"].contains(record["operation"] as? String), record["errno"] as? Int == Int(EXDEV),
+                  let destination = record["destination"] as? String else { return nil }
+            return String(destination.split(separator: "/").last ?? "")
+        })
+        // By the destination's last name (the exchange's is the vault's file).
+        #expect(reported == ["to-vault", "from-vault", "into-inner", "from-etc", "v", "tmpfile", "empty-path"], "\(records)")
+    }
+
     /// The observer resolves in the command's mount namespace, from its
     /// root, with its powers: /proc is the sandbox's own, with its pids, and
     /// whether a host process or a hidden name exists never shows in the report.

@@ -192,6 +192,70 @@ import SystemPackage
         }
     }
 
+    /// The ways around the rule a hostile command would try next: links
+    /// through symlinks, whiteouts, new mounts, namespaces, io_uring.
+    @Test(arguments: Mode.allCases) func theWaysAroundItAreClosed(mode: Mode) throws {
+        let scratch = Scratch()
+        let grant = scratch.path + "/grant"
+        #expect(mkdir(grant, 0o755) == 0 && mkdir(grant + "/sub", 0o755) == 0)
+        scratch.file("grant/theirs", "g")
+        let code = Attack.prelude + """
+            grant = sys.argv[1]
+            AT_FDCWD, AT_SYMLINK_FOLLOW, RENAME_WHITEOUT = -100, 0x400, 4
+            arm = os.uname().machine == "aarch64"
+            renameat2, open_tree, io_uring_setup = (276, 428, 425) if arm else (316, 428, 425)
+            os.chdir(os.environ["HOME"] + "/Documents")
+            open("mine", "w").write("c"); os.mkdir("dir"); os.mkdir("sub"); os.mkdir("mnt")
+            os.symlink(grant + "/theirs", "to-theirs")
+            report("link through a symlink", libc.linkat(AT_FDCWD, b"to-theirs", AT_FDCWD, b"l1", AT_SYMLINK_FOLLOW))
+            report("whiteout into the grant", libc.syscall(renameat2, AT_FDCWD, b"mine", AT_FDCWD, (grant + "/w").encode(), RENAME_WHITEOUT))
+            report("open_tree", libc.syscall(open_tree, AT_FDCWD, grant.encode(), 1))
+            report("bind mount", libc.mount(grant.encode(), b"mnt", None, 4096, None))
+            report("unshare", libc.unshare(0x10000000 | 0x20000))  # CLONE_NEWUSER | CLONE_NEWNS
+            report("io_uring", libc.syscall(io_uring_setup, 8, ctypes.create_string_buffer(120)))
+            attempt("move the grant itself", lambda: os.rename(grant, "grant"))
+            attempt("a folder over one of the grant", lambda: os.rename("dir", grant + "/sub"))
+            attempt("the symlink itself", lambda: os.link("to-theirs", "sub/link", follow_symlinks=False))
+            print("symlink stays one", os.path.islink("sub/link"))
+            """
+        let outcome = try Self.run(
+            [Run.python, "-c", code, grant], in: scratch, mode: mode, folders: [("GRANT", grant, .readWrite)])
+        let answers = Dictionary(uniqueKeysWithValues: outcome.output.compactMap { line -> (String, String)? in
+            guard let space = line.lastIndex(of: " ") else { return nil }
+            return (String(line[..<space]), String(line[line.index(after: space)...]))
+        })
+        #expect(answers["link through a symlink"] == "EXDEV", "\(outcome.output) \(outcome.stderr)")
+        #expect(answers["whiteout into the grant"] == "EXDEV")
+        for label in ["open_tree", "bind mount", "unshare", "io_uring"] {
+            #expect(["EPERM", "ENOSYS", "EACCES"].contains(answers[label] ?? "no answer"), "\(label): \(answers[label] ?? "no answer")")
+        }
+        // The grant's folder itself cannot leave its parent (not writable; under read-only mounts, a mount point).
+        #expect(["EACCES", "EBUSY", "EXDEV"].contains(answers["move the grant itself"] ?? "no answer"))
+        #expect(answers["a folder over one of the grant"] == "EXDEV")
+        // A symlink is a name, not the file: linking it within the container is fine.
+        #expect(answers["the symlink itself"] == "ok" && answers["symlink stays one"] == "True")
+        #expect(Self.links(grant + "/theirs") == 1)
+        #expect(Set((try? FileManager.default.contentsOfDirectory(atPath: grant)) ?? []) == ["theirs", "sub"])
+    }
+
+    /// ABI 5 (IOCTL_DEV) without ABI 6: no keeper's layer, and the folders are still kept apart.
+    @Test func withoutTheKeepersLayerTheFoldersStayApart() throws {
+        let scratch = Scratch()
+        let grant = scratch.path + "/grant"
+        let vault = scratch.path + "/vault"
+        #expect(mkdir(grant, 0o755) == 0 && mkdir(vault, 0o755) == 0)
+        scratch.file("grant/theirs", "g")
+        scratch.file("vault/doc", "v")
+        let abi5 = KernelFeatures(landlockABI: 5, seccompFilter: true, seccompUserNotification: true)
+        let outcome = try Self.run(
+            [Run.python, "-c", Self.betweenFolders, grant, vault], in: scratch, mode: .supervised,
+            folders: [("GRANT", grant, .readWrite), ("VAULT", vault, .readOnly)], features: abi5)
+        #expect(outcome.output.contains("link container>grant EXDEV"), "\(outcome.output) \(outcome.stderr)")
+        #expect(outcome.output.contains("link grant>container EXDEV"))
+        #expect(outcome.output.contains("tmpfile proc fd>grant EXDEV"))
+        #expect(Self.links(grant + "/theirs") == 1)
+    }
+
     @Test(arguments: Mode.allCases) func aFolderGrantedInsideAnotherTakesNothingFromIt(mode: Mode) throws {
         // OUTER holds INNER: a file of OUTER linked into INNER would be
         // reachable, and writable, in a later run granted INNER alone.
