@@ -214,6 +214,7 @@ struct RunOptions {
             Console.error(process.namespaces.contains(.readOnlyMounts)
                 ? "metadata changes: native in the writable folders, refused elsewhere by read-only mounts (EROFS)"
                 : "metadata changes: decided by the supervisor (EPERM outside the writable folders)")
+            if let reparenting = plan.reparentingSummary { Console.error(reparenting) }
         }
         process.forwardSignals()
         let termination = try process.wait()

@@ -188,6 +188,16 @@ enum DenialReporterLimits {
         #expect(linked["layer"] as? String == "Landlock")
     }
 
+    @Test func theReportSaysWhatRenamesAndLinksMayDo() throws {
+        let alone = try run("true", ["--report"])
+        #expect(alone.stderr.contains("renames and hard links: free within the writable folder\n"), "\(alone.stderr)")
+        #expect(try CLI.run(["pick", "--app", "com.example.memo", "--select", vault, "-o", bookmark], home: home).status == 0)
+        let granted = try run("true", ["--report", "--grant", "VAULT=\(bookmark)"])
+        #expect(granted.stderr.contains(
+            "renames and hard links: free within each writable folder, refused (EXDEV) between them (2 Landlock layers, one per folder)"),
+            "\(granted.stderr)")
+    }
+
     /// Every rename and link the kernel refused with Landlock's reparenting
     /// rule is in the log, and nothing else is: not the EXDEV of two mounts,
     /// not the EEXIST that comes before Landlock, not what succeeded.

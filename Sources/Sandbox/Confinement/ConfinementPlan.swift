@@ -19,6 +19,8 @@ public final class ConfinementPlan: @unchecked Sendable {
     let ruleset: LandlockRuleset?
     /// Keep the writable folders' files apart (entered before `ruleset`).
     let reparenting: ReparentingLayers?
+    /// What renames and hard links may do, for `--report` (nil without Landlock).
+    public var reparentingSummary: String? { reparenting?.summary }
     let restrictFlags: UInt32
     /// Built for `readOnlyMounts`; `filter(readOnlyMounts:)` builds the other.
     let filter: [UInt8]?

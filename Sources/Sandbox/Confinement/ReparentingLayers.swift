@@ -86,6 +86,25 @@ struct ReparentingLayers {
         }
     }
 
+    /// One line for `--report`.
+    var summary: String {
+        switch mode {
+        case .noLayersNeeded:
+            "renames and hard links: free within the writable folder"
+        case .separated:
+            "renames and hard links: free within each writable folder, refused (EXDEV) between them "
+                + "(\(layers.count) Landlock layers, one per folder)"
+        case .refused where folders.count < 2:
+            "renames and hard links into another folder: refused (EXDEV) everywhere: Landlock ABI 1 has no right to allow them"
+        case .refused where folders.count > Self.maximumLayers:
+            "renames and hard links into another folder: refused (EXDEV) everywhere, within a writable folder too: "
+                + "more than \(Self.maximumLayers) writable folders (mv copies instead)"
+        case .refused:
+            "renames and hard links into another folder: refused (EXDEV) everywhere, within a writable folder too: "
+                + "this kernel's Landlock cannot keep writable folders apart (needs ABI 5; mv copies instead)"
+        }
+    }
+
     /// Whether these layers let a file move from a place held by the
     /// writable folders `source` to one held by `destination` (identities
     /// from the folders' chains): what the kernel will answer, for `--explain`.
