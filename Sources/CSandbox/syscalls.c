@@ -114,6 +114,14 @@ int csb_openat2_path_in_root(int root, const char *path, int follow_symlinks) {
     return (int)syscall(SYS_openat2, root, path, &how, sizeof(how));
 }
 
+int csb_openat2_path_beneath(int dirfd, const char *path, int follow_symlinks) {
+    struct open_how how;
+    memset(&how, 0, sizeof(how));
+    how.flags = O_PATH | O_CLOEXEC | (follow_symlinks ? 0 : O_NOFOLLOW);
+    how.resolve = RESOLVE_NO_MAGICLINKS | RESOLVE_BENEATH;
+    return (int)syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
+}
+
 static void csb_proc_fd_path(int fd, char path[32]) {
     snprintf(path, 32, "/proc/self/fd/%d", fd);
 }

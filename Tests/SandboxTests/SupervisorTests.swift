@@ -302,6 +302,26 @@ import SystemPackage
         #expect(stat(locked, &status) == 0 && status.st_mode & 0o7777 == 0o700)
     }
 
+    /// The supervisor finds a name as the command's call did, from the
+    /// command's root: an absolute link met on a relative path leads into
+    /// the command's own /dev/shm (never the host's), whose files are the
+    /// command's to change, by any name.
+    @Test func theSandboxsOwnSharedMemoryIsChangedByEveryName() throws {
+        let scratch = Scratch()
+        let code = Attack.prelude + """
+            os.chdir(os.environ["HOME"])
+            os.symlink("/dev/shm", "shm")
+            open("/dev/shm/mine", "w").write("x")
+            def mode(): return oct(os.stat("/dev/shm/mine").st_mode & 0o777)
+            attempt("absolute", lambda: os.chmod("/dev/shm/mine", 0o600)); print(mode())
+            attempt("through a link", lambda: os.chmod("shm/mine", 0o640)); print(mode())
+            os.chdir("/dev/shm")
+            attempt("relative", lambda: os.chmod("mine", 0o604)); print(mode())
+            """
+        let outcome = try Run.confined([Run.python, "-c", code], in: scratch) { $0.readOnlyMounts = false }
+        #expect(outcome.output == ["absolute ok", "0o600", "through a link ok", "0o640", "relative ok", "0o604"], "\(outcome.stderr)")
+    }
+
     @Test func aNonDumpableChildKeepsItsMetadataChanges() throws {
         // Agents (ssh-agent, gpg-agent) make themselves non-dumpable; the
         // supervisor still reaches their /proc entries when root launches.

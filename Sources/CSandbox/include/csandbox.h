@@ -61,6 +61,9 @@ int csb_openat2_path(int dirfd, const char *path, int follow_symlinks);
 /// The same with `RESOLVE_IN_ROOT`: `root` is "/" for the path and for every
 /// absolute link met on the way (the child's root, in its own mount namespace).
 int csb_openat2_path_in_root(int root, const char *path, int follow_symlinks);
+/// The same with `RESOLVE_BENEATH`: EXDEV when the walk would leave `dirfd`
+/// (an absolute link, or ".." above it).
+int csb_openat2_path_beneath(int dirfd, const char *path, int follow_symlinks);
 /// `fchmodat(2)` through `/proc/self/fd/N`, which reaches the inode of an O_PATH fd.
 int csb_chmod_fd(int fd, uint32_t mode);
 /// `fchownat(2)` with `AT_EMPTY_PATH`.

@@ -156,7 +156,7 @@ extension ConfinementPlan {
             case .namespaces(let bits):
                 namespaces = ConfinedProcess.Namespaces(rawValue: bits)
                 let privateMounts = (namespaces.contains(.proc) ? ["/proc"] : []) + (namespaces.contains(.sharedMemory) ? ["/dev/shm"] : [])
-                if namespaces.contains(.pidAndMount) { supervisor.paths.enterNamespace(of: keeper.pid, privateMounts: privateMounts) }
+                if namespaces.contains(.pidAndMount) { supervisor.enterNamespace(of: keeper.pid, privateMounts: privateMounts) }
                 observer?.enterNamespace(privateMounts: privateMounts)
                 LaunchPhases.mark("namespaces ready")
             case .failed(let stage, let error):

@@ -16,9 +16,9 @@ final class MetadataSupervisor {
     /// The identities of the folders where metadata may change, and of
     /// everything the sandbox may read; their fds stay open, so the inode
     /// numbers cannot be reused meanwhile.
-    private let writable: Set<InodeIdentity>
-    private let readable: Set<InodeIdentity>
-    private let pinned: [OwnedDescriptor]
+    private var writable: Set<InodeIdentity>
+    private var readable: Set<InodeIdentity>
+    private var pinned: [OwnedDescriptor]
 
     /// Resolves the child's paths as its kernel calls did (in its namespace,
     /// from its root), shared with the denial observer.
@@ -31,6 +31,18 @@ final class MetadataSupervisor {
         pinned = writableRoots + readableRoots
         writable = Set(writableRoots.compactMap { try? $0.status().inodeIdentity })
         readable = Set(readableRoots.compactMap { try? $0.status().inodeIdentity })
+    }
+
+    /// Called once the keeper has made the command's mounts: paths are
+    /// resolved in its namespace from then on, and its private /dev/shm is
+    /// as writable as the command's layer makes it (its /proc stays refused).
+    func enterNamespace(of keeper: pid_t, privateMounts: [String]) {
+        paths.enterNamespace(of: keeper, privateMounts: privateMounts)
+        guard privateMounts.contains("/dev/shm"),
+              let shm = try? paths.resolve(.path(base: nil, Array("/dev/shm".utf8CString), follow: false), caller: 0) else { return }
+        pinned.append(shm.target)
+        writable.insert(shm.status.inodeIdentity)
+        readable.insert(shm.status.inodeIdentity)
     }
 
     enum Operation {

@@ -58,9 +58,11 @@ struct ReparentingLayers {
     init(abi: Int, rules: [FolderRule]) throws(Errno) {
         var distinct: [(rule: FolderRule, identity: InodeIdentity)] = []
         for rule in rules where rule.access == .readWrite {
-            let status = try rule.descriptor.status()
-            guard status.isDirectory, !distinct.contains(where: { $0.identity == status.inodeIdentity }) else { continue }
-            distinct.append((rule, status.inodeIdentity))
+            // What fstat said when the rule was opened, if it was asked (the system paths).
+            let inode: Ancestry.Inode
+            if let known = rule.inode { inode = known } else { inode = Ancestry.Inode(try rule.descriptor.status()) }
+            guard inode.isDirectory, !distinct.contains(where: { $0.identity == inode.identity }) else { continue }
+            distinct.append((rule, inode.identity))
         }
         folders = distinct
         if abi < 2 {  // ABI 1 has no REFER: it refuses every reparenting by itself

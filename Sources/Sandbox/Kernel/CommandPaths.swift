@@ -81,6 +81,17 @@ final class CommandPaths {
         switch start {
         case .descriptor(let descriptor):
             resolved = Resolved(target: descriptor, status: try descriptor.status(), folder: nil)
+        case .path(let base?, let path, let follow) where root != nil:
+            // A walk that stays beneath `base` finds what the command's did
+            // (the mounts beneath it are the command's); one that leaves it
+            // (an absolute link, ".." above it) is taken again from the
+            // command's root: openat2 from `base` would go on from ours.
+            do {
+                resolved = try Self.resolve(path, from: .beneath(base), follow: follow)
+            } catch .improperLink {
+                let (from, spelled) = try place(path, base: base, caller: caller)
+                resolved = try Self.resolve(spelled, from: from, follow: follow)
+            }
         case .path(let base, let path, let follow):
             let (from, spelled) = try place(path, base: base, caller: caller)
             resolved = try Self.resolve(spelled, from: from, follow: follow)
@@ -166,7 +177,8 @@ final class CommandPaths {
     /// relative paths in the command's namespace become paths from its root
     /// (openat2 from `base` would follow an absolute link from the
     /// launcher's "/", the kernel from the command's); /proc/self becomes
-    /// the caller's own entry.
+    /// the caller's own entry. The first try of a relative path is beneath
+    /// its folder (`resolve(_:caller:)`): the cheaper walk, and the same.
     private func place(_ path: [CChar], base: OwnedDescriptor?, caller: pid_t) throws(Errno) -> (from: From, path: [CChar]) {
         if let base {
             guard let root, let absolute = fromRoot(path, base: base, root: root) else { return (.folder(base), path) }
@@ -229,6 +241,8 @@ final class CommandPaths {
         case root(OwnedDescriptor)
         /// A folder, or nil: the launcher's working directory (absolute paths without a namespace).
         case folder(OwnedDescriptor?)
+        /// With RESOLVE_BENEATH: EXDEV (`improperLink`) when the walk would leave the folder.
+        case beneath(OwnedDescriptor)
     }
 
     private func openFromRoot(_ path: [CChar], follow: Bool) throws(Errno) -> OwnedDescriptor {
@@ -249,6 +263,8 @@ final class CommandPaths {
             switch from {
             case .root(let root): try openat2(root.rawValue, path, follow: follow, inRoot: true)
             case .folder(let folder): try openat2(folder?.rawValue ?? AT_FDCWD, path, follow: follow, inRoot: false)
+            case .beneath(let folder):
+                OwnedDescriptor(taking: try syscallRetrying { csb_openat2_path_beneath(folder.rawValue, path, follow ? 1 : 0) })
             }
         }
         let end = path.firstIndex(of: 0) ?? path.count
@@ -264,6 +280,8 @@ final class CommandPaths {
         if let cut {
             folder = try open((cut == 0 ? [slash] : Array(path[..<cut])) + [0], follow: true)
         } else if case .folder(let base?) = from {
+            folder = base
+        } else if case .beneath(let base) = from {
             folder = base
         } else {
             return try whole()
