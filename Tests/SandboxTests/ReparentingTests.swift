@@ -95,6 +95,24 @@ import SystemPackage
         #expect(outcome.termination == .exited(0))
     }
 
+    /// The launcher as root and as an unprivileged user (whose keeper is in
+    /// a user namespace, under the same layer): renames and links across
+    /// the container's folders work, into the sandbox's own /dev/shm they
+    /// do not (a mount of its own).
+    @Test(arguments: [nil, 65534] as [uid_t?]) func asAnyUserRenamesWithinTheContainerWork(uid: uid_t?) throws {
+        let code = Attack.prelude + """
+            os.chdir(os.environ["HOME"])
+            os.makedirs("a/sub"); os.makedirs("b"); open("a/x", "w").write("x")
+            attempt("rename", lambda: os.rename("a/x", "b/x"))
+            attempt("link", lambda: os.link("b/x", "a/sub/x"))
+            attempt("folder", lambda: os.rename("a/sub", "b/sub"))
+            attempt("into shm", lambda: os.link("b/x", "/dev/shm/x"))
+            """
+        let home = Launcher.Home(owner: uid ?? getuid())
+        let result = try Launcher.run([Run.python, "-c", code], home: home, as: uid)
+        #expect(result.output == ["rename ok", "link ok", "folder ok", "into shm EXDEV"], "\(result.stderr)")
+    }
+
     /// Every way of moving or linking a file between the container and a
     /// read-write grant: none may leave a second name in the other folder.
     static let betweenFolders = Attack.prelude + """
