@@ -40,6 +40,12 @@ struct SandboxedRun: ParsableCommand {
             }
             var command = try parseAsRoot(options)
             if let passthrough, var run = command as? Run {
+                // What follows `--` is the command; a word before it that no
+                // option took (a typo, an option of a newer version) was
+                // captured with it, and must not pass unnoticed.
+                if let stray = run.command.first {
+                    throw SandboxError.usage("run: '\(stray)' before --: it is not an option of run, and the command goes after --; see sandboxed-run run --help")
+                }
                 run.command = passthrough
                 command = run
             }

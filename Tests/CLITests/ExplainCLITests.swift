@@ -188,6 +188,15 @@ enum DenialReporterLimits {
         #expect(linked["layer"] as? String == "Landlock")
     }
 
+    @Test func anUnknownOptionBeforeTheCommandIsAUsageError() throws {
+        for options in [["--explian"], ["--denials-limits", "1M"], ["--report", "stray"]] {
+            let result = try run("echo ran", options)
+            #expect(result.status == 125, "\(options): \(result.stderr)")
+            #expect(result.stderr.contains("before --: it is not an option of run"), "\(options): \(result.stderr)")
+            #expect(result.stdout.isEmpty)
+        }
+    }
+
     @Test func theReportSaysWhatRenamesAndLinksMayDo() throws {
         let alone = try run("true", ["--report"])
         #expect(alone.stderr.contains("renames and hard links: free within the writable folder\n"), "\(alone.stderr)")
