@@ -175,6 +175,11 @@ static void csb_child(const struct csb_child_plan *plan, int report_fd, pid_t pa
     memset(data, 0, sizeof(data));
     if (syscall(SYS_capset, &header, data) != 0) csb_child_fail(report_fd, CSB_STAGE_CAPABILITIES);
 
+    for (int i = 0; i < plan->refer_rulesets_count; i++) {
+        if (syscall(SYS_landlock_restrict_self, plan->refer_rulesets[i], plan->restrict_flags) != 0) {
+            csb_child_fail(report_fd, CSB_STAGE_LANDLOCK);
+        }
+    }
     if (plan->ruleset_fd >= 0) {
         if (syscall(SYS_landlock_restrict_self, plan->ruleset_fd, plan->restrict_flags) != 0) {
             csb_child_fail(report_fd, CSB_STAGE_LANDLOCK);
@@ -560,7 +565,13 @@ static int csb_keeper_enter_namespaces(const struct csb_child_plan *plan, const 
     options[at + csb_format_u64(options + at, keeper->shm_size)] = '\0';
     if (mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, options) == 0
         && csb_rule_for_mount(plan->ruleset_fd, "/dev/shm", keeper->shm_access) == 0) {
-        namespaces |= CSB_NAMESPACES_SHM;
+        // Renames within it need REFER in every layer; it is a mount of its
+        // own, so nothing moves between it and another folder (EXDEV).
+        int refer = 1;
+        for (int i = 0; i < plan->refer_rulesets_count && refer; i++) {
+            refer = csb_rule_for_mount(plan->refer_rulesets[i], "/dev/shm", CSB_LANDLOCK_ACCESS_FS_REFER) == 0;
+        }
+        if (refer) namespaces |= CSB_NAMESPACES_SHM;
     }
     // Read-only with the rest: a root command owns /proc's global entries,
     // and chmod on one (sysrq-trigger) would change it for the whole host.
@@ -599,11 +610,20 @@ __attribute__((noreturn)) static void csb_keeper(const struct csb_child_plan *pl
     if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0) csb_keeper_fail(report_fd, CSB_KEEPER_SUBREAPER);
     if (keeper->scope_signals) {
         // A domain that restricts nothing but signals (files and network are
-        // left to the command's own, nested domain).
-        struct csb_landlock_ruleset_attr attr = { .handled_access_fs = 0, .handled_access_net = 0, .scoped = CSB_LANDLOCK_SCOPE_SIGNAL };
+        // left to the command's own, nested domain). Every Landlock domain
+        // refuses reparenting (a rename or link into another folder: EXDEV)
+        // unless it handles REFER and allows it on both sides, even one that
+        // handles no file right: this one allows it everywhere beneath "/".
+        // The rule binds to the root's inode now, so the root must be final
+        // (a pivot_root comes before this). And a domain that handles any
+        // file right refuses mount, move_mount and umount2 to us and every
+        // process we start: every mount of the namespace is made above.
+        struct csb_landlock_ruleset_attr attr = {
+            .handled_access_fs = CSB_LANDLOCK_ACCESS_FS_REFER, .handled_access_net = 0, .scoped = CSB_LANDLOCK_SCOPE_SIGNAL,
+        };
         if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) csb_keeper_fail(report_fd, CSB_KEEPER_LANDLOCK);
         int ruleset = csb_landlock_create_ruleset(&attr);
-        if (ruleset < 0) csb_keeper_fail(report_fd, CSB_KEEPER_LANDLOCK);
+        if (ruleset < 0 || csb_rule_for_mount(ruleset, "/", CSB_LANDLOCK_ACCESS_FS_REFER) != 0) csb_keeper_fail(report_fd, CSB_KEEPER_LANDLOCK);
         if (syscall(SYS_landlock_restrict_self, ruleset, keeper->scope_restrict_flags) != 0) csb_keeper_fail(report_fd, CSB_KEEPER_LANDLOCK);
         close(ruleset);
     }

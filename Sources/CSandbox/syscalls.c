@@ -114,6 +114,14 @@ int csb_openat2_path_in_root(int root, const char *path, int follow_symlinks) {
     return (int)syscall(SYS_openat2, root, path, &how, sizeof(how));
 }
 
+int csb_openat2_path_beneath(int dirfd, const char *path, int follow_symlinks) {
+    struct open_how how;
+    memset(&how, 0, sizeof(how));
+    how.flags = O_PATH | O_CLOEXEC | (follow_symlinks ? 0 : O_NOFOLLOW);
+    how.resolve = RESOLVE_NO_MAGICLINKS | RESOLVE_BENEATH;
+    return (int)syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
+}
+
 static void csb_proc_fd_path(int fd, char path[32]) {
     snprintf(path, 32, "/proc/self/fd/%d", fd);
 }
@@ -217,6 +225,17 @@ int csb_mount_facts(int fd, uint64_t *mount_id, int *is_mount_root, uint64_t *de
     *is_mount_root = (st.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) ? !!(st.stx_attributes & STATX_ATTR_MOUNT_ROOT) : -1;
     *device = (uint64_t)makedev(st.stx_dev_major, st.stx_dev_minor);
     *inode = st.stx_ino;
+    return 0;
+}
+
+int csb_mount_id(int fd, uint64_t *mount_id) {
+#ifndef STATX_MNT_ID
+#define STATX_MNT_ID 0x00001000U
+#endif
+    struct statx st;
+    if (statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW | AT_STATX_DONT_SYNC, STATX_MNT_ID, &st) != 0) return -1;
+    if (!(st.stx_mask & STATX_MNT_ID)) { errno = EOPNOTSUPP; return -1; }
+    *mount_id = st.stx_mnt_id;
     return 0;
 }
 

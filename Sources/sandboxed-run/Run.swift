@@ -54,6 +54,9 @@ struct Run: ParsableCommand {
     @Option(name: .customLong("denials"), help: "Append each refused operation to FILE as JSON lines (outside every grant and the container).")
     var denialsFile: String?
 
+    @Option(name: .customLong("denials-limit"), help: "With --denials: the most the log may hold, in bytes, or with K, M or G (KiB, MiB, GiB); beyond, one record says it was cut and the command runs on. Default: 16M.")
+    var denialsLimit: String?
+
     @Flag(help: "Have the supervisor decide every chmod, chown, utimes and xattr write (EPERM outside the writable folders) instead of read-only mounts (EROFS, at native speed). --explain implies it.")
     var superviseMetadata = false
 
@@ -66,7 +69,7 @@ struct Run: ParsableCommand {
             app: app.app, policy: policy, bestEffort: bestEffort, report: report, keptDescriptors: keptDescriptors,
             setEnvironment: setEnvironment, keptEnvironment: keptEnvironment, grants: grants, onStale: onStale,
             onMissing: onMissing, workingDirectory: workingDirectory, explain: explain, denialsFile: denialsFile,
-            superviseMetadata: superviseMetadata, command: command
+            denialsLimit: denialsLimit, superviseMetadata: superviseMetadata, command: command
         ).execute()
     }
 }
@@ -87,11 +90,15 @@ struct RunOptions {
     var workingDirectory: String?
     var explain = false
     var denialsFile: String?
+    var denialsLimit: String?
     var superviseMetadata = false
     var command: [String] = []
 
     /// Options that may be given once.
-    static let single = ["--app", "--policy", "--on-stale", "--on-missing", "--chdir", "--best-effort", "--report", "--explain", "--denials", "--supervise-metadata"]
+    static let single = [
+        "--app", "--policy", "--on-stale", "--on-missing", "--chdir", "--best-effort", "--report", "--explain", "--denials",
+        "--denials-limit", "--supervise-metadata",
+    ]
 
     /// The fast path: `options` are `run`'s arguments before `--`, `command`
     /// what follows it. nil for anything it does not take exactly as
@@ -147,6 +154,7 @@ struct RunOptions {
             case "--explain": guard inline == nil else { return nil }; parsed.explain = true
             case "--supervise-metadata": guard inline == nil else { return nil }; parsed.superviseMetadata = true
             case "--denials": guard let v = take() else { return nil }; parsed.denialsFile = v
+            case "--denials-limit": guard let v = take() else { return nil }; parsed.denialsLimit = v
             case "-h", "--help": return nil
             default:
                 // A mistyped option is an error here, where it is still known
@@ -198,6 +206,10 @@ struct RunOptions {
         request.compatibility = bestEffort ? .bestEffort : .hardRequirement
         request.terminal = .automatic  // a terminal among stdin/stdout/stderr: the command gets its own pty
         if explain { request.explainDenials = 2 }
+        if let denialsLimit {
+            guard denialsFile != nil else { throw SandboxError.usage("--denials-limit needs --denials FILE: it bounds that log") }
+            request.denialLogBytes = try DenialLog.byteLimit(denialsLimit)
+        }
         if let denialsFile { request.denialLog = try DenialLog.open(FilePath(Broker.absolute(denialsFile))) }
         if !grants.isEmpty {
             let launchGrants = try GrantResolver.launchGrants(
@@ -230,6 +242,7 @@ struct RunOptions {
             Console.error(process.namespaces.contains(.readOnlyMounts)
                 ? "metadata changes: native in the writable folders, refused elsewhere by read-only mounts (EROFS)"
                 : "metadata changes: decided by the supervisor (EPERM outside the writable folders)")
+            if let reparenting = plan.reparentingSummary { Console.error(reparenting) }
         }
         process.forwardSignals()
         let termination = try process.wait()

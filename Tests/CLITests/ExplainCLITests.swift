@@ -1,6 +1,11 @@
 import Foundation
 import Testing
 
+/// `--denials-limit`'s default, as the library has it (the CLI tests do not link it).
+enum DenialReporterLimits {
+    static let defaultBytes = 16 << 20
+}
+
 /// `run --explain` and `--denials FILE`: each refused operation, explained.
 @Suite struct ExplainCLITests {
     let home = CLI.Home()
@@ -150,6 +155,222 @@ import Testing
         #expect(!clean.stderr.contains("denial"))
     }
 
+    @Test func aRefusedRenameOrLinkNamesTheReparentingRuleAndTheFolders() throws {
+        #expect(try CLI.run(["pick", "--app", "com.example.memo", "--select", vault, "-o", bookmark], home: home).status == 0)
+        FileManager.default.createFile(atPath: vault + "/notes.md", contents: Data("v\n".utf8))
+        let log = home.path + "/denials.jsonl"
+        let script = """
+            ln "$SANDBOX_GRANT_VAULT/notes.md" "$HOME/notes.md"
+            echo c > "$HOME/mine"; python3 -c 'import os, sys; os.rename(sys.argv[1], sys.argv[2])' "$HOME/mine" "$SANDBOX_GRANT_VAULT/mine"
+            ln /etc/passwd "$HOME/passwd"
+            mkdir -p "$HOME/a" "$HOME/b"; echo x > "$HOME/a/x"; ln "$HOME/a/x" "$HOME/b/x" && echo within ok
+            exit 3
+            """
+        let result = try run(script, ["--explain", "--denials", log, "--grant", "VAULT=\(bookmark)"])
+        #expect(result.status == 3)
+        #expect(result.stdout == "within ok\n", "\(result.stderr)")
+        let container = try #require(result.stderr.split(separator: "\n").first { $0.contains("link denied: \(vault)/notes.md -> ") })
+        #expect(container.contains("/notes.md: Landlock's reparenting rule: from grant VAULT into the app's container, another writable folder"))
+        #expect(container.contains("no hard link outlives a grant; copy instead (mv does) [Landlock, linkat]"))
+        #expect(result.stderr.contains("/mine -> \(vault)/mine: Landlock's reparenting rule: from the app's container into grant VAULT, another writable folder"))
+        #expect(result.stderr.contains("[Landlock, rename]") || result.stderr.contains("[Landlock, renameat"))
+        #expect(result.stderr.contains("link denied: /etc/passwd -> "))
+        #expect(result.stderr.contains("Landlock's reparenting rule: a folder outside every grant is not writable, and nothing is moved or linked out of such a folder"))
+        #expect(result.stderr.contains("exit 3 after 3 denials (1 rename, 2 links)"), "\(result.stderr)")
+        // What the kernel did: nothing moved or linked.
+        #expect(FileManager.default.fileExists(atPath: vault + "/notes.md"))
+        #expect(!FileManager.default.fileExists(atPath: vault + "/mine"))
+        let records = try String(contentsOfFile: log, encoding: .utf8).split(separator: "\n")
+            .map { try JSONSerialization.jsonObject(with: Data($0.utf8)) as! [String: Any] }
+        let linked = try #require(records.first { $0["operation"] as? String == "link" && ($0["path"] as? String)?.hasPrefix(vault) == true })
+        #expect((linked["destination"] as? String)?.hasSuffix("/notes.md") == true)
+        #expect(linked["errno"] as? Int == Int(EXDEV))
+        #expect(linked["layer"] as? String == "Landlock")
+    }
+
+    @Test func anUnknownOptionBeforeTheCommandIsAUsageError() throws {
+        for options in [["--explian"], ["--denials-limits", "1M"], ["--report", "stray"]] {
+            let result = try run("echo ran", options)
+            #expect(result.status == 125, "\(options): \(result.stderr)")
+            #expect(result.stderr.contains("unknown option '\(options[0])'") || result.stderr.contains("unexpected argument 'stray' before --"),
+                    "\(options): \(result.stderr)")
+            #expect(result.stdout.isEmpty)
+        }
+    }
+
+    @Test func theReportSaysWhatRenamesAndLinksMayDo() throws {
+        let alone = try run("true", ["--report"])
+        #expect(alone.stderr.contains("renames and hard links: free within the writable folder\n"), "\(alone.stderr)")
+        #expect(try CLI.run(["pick", "--app", "com.example.memo", "--select", vault, "-o", bookmark], home: home).status == 0)
+        let granted = try run("true", ["--report", "--grant", "VAULT=\(bookmark)"])
+        #expect(granted.stderr.contains(
+            "renames and hard links: free within each writable folder, refused (EXDEV) between them (2 Landlock layers, one per folder)"),
+            "\(granted.stderr)")
+    }
+
+    /// Every rename and link the kernel refused with Landlock's reparenting
+    /// rule is in the log, and nothing else is: not the EXDEV of two mounts,
+    /// not the EEXIST that comes before Landlock, not what succeeded.
+    @Test func reparentingPredictionsAgreeWithTheKernel() throws {
+        let inner = vault + "/inner"
+        try FileManager.default.createDirectory(atPath: inner, withIntermediateDirectories: true)
+        FileManager.default.createFile(atPath: vault + "/v", contents: Data("v".utf8))
+        FileManager.default.createFile(atPath: inner + "/i", contents: Data("i".utf8))
+        let innerBookmark = home.path + "/inner.bookmark"
+        #expect(try CLI.run(["pick", "--app", "com.example.memo", "--select", vault, "-o", bookmark], home: home).status == 0)
+        #expect(try CLI.run(["pick", "--app", "com.example.memo", "--select", inner, "-o", innerBookmark], home: home).status == 0)
+        let log = home.path + "/denials.jsonl"
+        let code = """
+            import ctypes, errno, os, sys
+            libc = ctypes.CDLL(None, use_errno=True)
+            vault, inner = os.environ["SANDBOX_GRANT_VAULT"], os.environ["SANDBOX_GRANT_INNER"]
+            os.chdir(os.environ["HOME"]); os.makedirs("a", exist_ok=True); os.makedirs("b", exist_ok=True)
+            open("a/mine", "w").write("m"); open("taken", "w").write("t")
+            renameat2 = 276 if os.uname().machine == "aarch64" else 316
+            def call(label, result):
+                print(label, "ok" if result == 0 else errno.errorcode[ctypes.get_errno()])
+            def c(path): return path.encode()
+            call("within", libc.link(b"a/mine", b"b/within"))
+            call("to-vault", libc.link(b"a/mine", c(vault + "/to-vault")))
+            call("from-vault", libc.rename(c(vault + "/v"), b"from-vault"))
+            call("into-inner", libc.link(c(vault + "/v"), c(inner + "/into-inner")))
+            call("out-of-inner", libc.link(c(inner + "/i"), c(vault + "/out-of-inner")))
+            call("to-shm", libc.link(b"a/mine", b"/dev/shm/to-shm"))
+            call("from-etc", libc.link(b"/etc/passwd", b"from-etc"))
+            call("exchange", libc.syscall(renameat2, -100, b"a/mine", -100, c(vault + "/v"), 2))
+            call("onto-existing", libc.link(c(vault + "/v"), b"taken"))
+            temporary = os.open(".", os.O_TMPFILE | os.O_WRONLY, 0o600)
+            call("tmpfile", libc.linkat(-100, c("/proc/self/fd/%d" % temporary), -100, c(vault + "/tmpfile"), 0x400))
+            held = os.open(vault + "/v", os.O_RDONLY)
+            call("empty-path", libc.linkat(held, b"", -100, b"empty-path", 0x1000))
+            """
+        let result = try CLI.run(
+            ["run", "--app", "com.example.memo", "--denials", log, "--grant", "VAULT=\(bookmark)", "--grant", "INNER=\(innerBookmark)",
+             "--", "/usr/bin/python3", "-c", code], home: home)
+        let outcomes = Dictionary(uniqueKeysWithValues: result.stdout.split(separator: "\n").map { line in
+            let parts = line.split(separator: " ")
+            return (String(parts[0]), String(parts[1]))
+        })
+        #expect(outcomes == [
+            "within": "ok", "to-vault": "EXDEV", "from-vault": "EXDEV", "into-inner": "EXDEV", "out-of-inner": "ok",
+            "to-shm": "EXDEV", "from-etc": "EXDEV", "exchange": "EXDEV", "onto-existing": "EEXIST", "tmpfile": "EXDEV",
+            "empty-path": "EXDEV",
+        ], "\(result.stderr)")
+        let records = try String(contentsOfFile: log, encoding: .utf8).split(separator: "\n")
+            .map { try JSONSerialization.jsonObject(with: Data($0.utf8)) as! [String: Any] }
+        let reported = Set(records.compactMap { record -> String? in
+            guard ["rename", "link"].contains(record["operation"] as? String), record["errno"] as? Int == Int(EXDEV),
+                  let destination = record["destination"] as? String else { return nil }
+            return String(destination.split(separator: "/").last ?? "")
+        })
+        // By the destination's last name (the exchange's is the vault's file).
+        #expect(reported == ["to-vault", "from-vault", "into-inner", "from-etc", "v", "tmpfile", "empty-path"], "\(records)")
+    }
+
+    /// The observer resolves in the command's mount namespace, from its
+    /// root, with its powers: /proc is the sandbox's own, with its pids, and
+    /// whether a host process or a hidden name exists never shows in the report.
+    @Test func pathsAreJudgedAsTheCommandSeesThem() throws {
+        let hostPID = getpid()  // alive on the host, not in the sandbox's pid namespace
+        // A folder the command (uid 0 without capabilities) may not search,
+        // holding a name that exists and beside it one that does not.
+        let hidden = outside + "/hidden"
+        #expect(mkdir(hidden, 0o700) == 0 && chown(hidden, 65534, 65534) == 0)
+        FileManager.default.createFile(atPath: hidden + "/exists.txt", contents: Data("x".utf8))
+        let code = """
+            import errno, os
+            print(open("/proc/1/status").read().splitlines()[0])
+            for path in ["/./proc/1/status", "//proc/%d/status" % \(hostPID), "/./proc/4194303/status", "/./proc/self/status",
+                         "\(hidden)/exists.txt", "\(hidden)/absent.txt"]:
+                try:
+                    open(path).read(); print(path, "ok")
+                except OSError as e:
+                    print(path, errno.errorcode[e.errno])
+            try: open("/proc/self/comm", "w")
+            except OSError as e: print("comm", errno.errorcode[e.errno])
+            """
+        let result = try run("python3 -c '\(code)'", ["--explain"])
+        #expect(result.stdout.split(separator: "\n") == [
+            "Name:\tsandbox-keeper", "/./proc/1/status ok", "//proc/\(hostPID)/status ENOENT", "/./proc/4194303/status ENOENT",
+            "/./proc/self/status ok", "\(hidden)/exists.txt EACCES", "\(hidden)/absent.txt EACCES", "comm EACCES",
+        ], "\(result.stderr)")
+        // Nothing said of the pids, nor of the hidden names (the command cannot tell them apart either).
+        #expect(!result.stderr.contains("status"), "\(result.stderr)")
+        #expect(!result.stderr.contains("hidden/"), "\(result.stderr)")
+        // What Landlock did refuse in the sandbox's own /proc is said, with its own rule.
+        #expect(result.stderr.contains("write denied: /proc/self/comm: is in the sandbox's own /proc, which is read-only [Landlock, openat]"), "\(result.stderr)")
+    }
+
+    @Test func bashAndGlibcProbesAreMarkedNotHidden() throws {
+        let log = home.path + "/denials.jsonl"
+        // bash opens /dev/tty at start, and asks nscd (through getpwuid) for the user.
+        let result = try CLI.run(
+            ["run", "--app", "com.example.memo", "--explain", "--denials", log, "--", "/bin/bash", "-c", "cat \(outside)/secret.txt; exit 1"],
+            home: home)
+        #expect(result.status == 1)
+        #expect(result.stderr.contains("sandboxed-run: expected probe, harmless: write denied: /dev/tty [Landlock, openat]: bash opens /dev/tty at start"))
+        #expect(result.stderr.contains("sandboxed-run: expected probe, harmless: network denied: socket [syscall filter, socket]: the socket glibc opens to ask the nscd cache"))
+        // The real cause, unmarked, and the count says which were probes.
+        #expect(result.stderr.contains("sandboxed-run: read denied: \(outside)/secret.txt: outside every grant"))
+        // (glibc may ask nscd more than once: each is counted.)
+        let records = try String(contentsOfFile: log, encoding: .utf8).split(separator: "\n")
+            .map { try JSONSerialization.jsonObject(with: Data($0.utf8)) as! [String: Any] }
+        let probes = records.filter { $0["probe"] != nil }
+        #expect(Set(probes.compactMap { $0["syscall"] as? String }) == ["openat", "socket"])
+        #expect(records.filter { $0["type"] as? String == "denial" && $0["probe"] == nil }.count == 1)
+        #expect(records.last?["probes"] as? Int == probes.count)
+        #expect(result.stderr.contains("exit 1 after \(probes.count + 1) denials (1 read, 1 write, \(probes.count - 1) network; \(probes.count) of them expected probes)"), "\(result.stderr)")
+        // Probes alone: the command's failure is its own, and no line blames the sandbox.
+        let alone = try CLI.run(["run", "--app", "com.example.memo", "--", "/bin/bash", "-c", "exit 4"], home: home)
+        #expect(alone.status == 4)
+        #expect(!alone.stderr.contains("denial"), "\(alone.stderr)")
+    }
+
+    @Test func theLogIsCappedInBytesAndTheCommandRunsOn() throws {
+        let log = home.path + "/denials.jsonl"
+        // 2,000 distinct spellings of one file outside, up to 1,000 bytes each: megabytes uncapped.
+        let script = """
+            python3 -c '
+            import os
+            for i in range(2000):
+                try: os.open("\(outside)" + "/" * (i // 500 + 1) + "./" * (i % 500) + "secret.txt", os.O_RDONLY)
+                except OSError: pass
+            print("ran to the end")
+            '
+            """
+        let result = try run(script, ["--denials", log, "--denials-limit", "65536"])
+        #expect(result.status == 0)
+        #expect(result.stdout == "ran to the end\n")
+        let text = try String(contentsOfFile: log, encoding: .utf8)
+        #expect(text.utf8.count <= 65536)
+        let records = try text.split(separator: "\n").map { try JSONSerialization.jsonObject(with: Data($0.utf8)) as! [String: Any] }
+        let cuts = records.filter { $0["type"] as? String == "truncated" }
+        #expect(cuts.count == 1)
+        #expect(cuts.first?["bytes"] as? Int == 65536)
+        #expect(cuts.first?["why"] as? String == "byte limit (--denials-limit)")
+        let end = try #require(records.last)
+        #expect(end["type"] as? String == "end")
+        #expect(end["exit"] as? Int == 0)
+        #expect(end["denials"] as? Int ?? 0 >= 2000)  // counted beyond the cut
+    }
+
+    @Test(arguments: ["0", "-1", "4095", "16X", "1e6", "", "99999999999999999999", "0x1000"])
+    func aBadLogLimitIsAUsageError(limit: String) throws {
+        let log = home.path + "/denials.jsonl"
+        let result = try run("true", ["--denials", log, "--denials-limit", limit])
+        #expect(result.status == 125, "\(limit): \(result.stderr)")
+        #expect(result.stderr.contains("--denials-limit"), "\(limit): \(result.stderr)")
+    }
+
+    @Test func theLogLimitTakesUnitsAndNeedsALog() throws {
+        let log = home.path + "/denials.jsonl"
+        #expect(try run("true", ["--denials", log, "--denials-limit", "16M"]).status == 0)
+        #expect(try run("true", ["--denials", log, "--denials-limit=4096"]).status == 0)
+        let alone = try run("true", ["--denials-limit", "1M"])
+        #expect(alone.status == 125)
+        #expect(alone.stderr.contains("--denials-limit needs --denials FILE"))
+    }
+
     @Test func tenThousandDistinctHostileDenialsNeitherHangNorFlood() throws {
         // 10,000 distinct spellings (up to 3,000 bytes long) of one existing
         // file whose folder's name holds an escape sequence and an invalid byte.
@@ -178,7 +399,14 @@ import Testing
         #expect(lines.count <= 4096 + 16)
         #expect(lines.count >= 4096)
         #expect(stderr.contains("beyond 4096 distinct, counted only"))
-        #expect(try String(contentsOfFile: log, encoding: .utf8).split(separator: "\n").count >= 10_001)
+        // The log stops at 16 MiB (uncapped, these records are about 80 MB), says so once, and closes.
+        let text = try String(contentsOfFile: log, encoding: .utf8)
+        #expect(text.utf8.count <= DenialReporterLimits.defaultBytes)
+        let records = try text.split(separator: "\n").map { try JSONSerialization.jsonObject(with: Data($0.utf8)) as! [String: Any] }
+        #expect(records.filter { $0["type"] as? String == "truncated" }.count == 1)
+        #expect(records.count > 1000)
+        #expect(records.last?["type"] as? String == "end")
+        #expect(records.last?["denials"] as? Int ?? 0 >= 10_000)
         #expect(!stderr.contains("\u{1B}]0;"))
     }
 }

@@ -11,11 +11,13 @@ import Testing
         ["--app", "a", "--keep-fd", "3", "--keep-fd=4", "--setenv", "A=b=c", "--keep-env", "TERM", "--on-stale", "follow",
          "--on-missing", "prompt", "--chdir", "/tmp", "--setenv=X="],
         ["--app", "a", "--explain", "--denials", "/tmp/log.jsonl"], ["--denials=/tmp/d", "--app", "a"],
+        ["--app", "a", "--denials", "/tmp/d", "--denials-limit", "16M"], ["--denials-limit=4096", "--app", "a"],
     ]
     static let leftToArgumentParser: [[String]] = [
         [], ["--help"], ["-h"], ["--app"], ["--app", "--report"], ["--app", "a", "--on-stale", "sometimes"],
         ["--app", "a", "--keep-fd", "three"], ["--app", "a", "--unknown"], ["--app", "a", "stray"],
         ["--app", "a", "--app", "b"], ["--app", "a", "--report=yes"], ["--app", "a", "--setenv", "-x"], ["--app", "a", "--explain=1"],
+        ["--app", "a", "--denials-limit", "1M", "--denials-limit", "2M"], ["--app", "a", "--denials-limit"],
     ]
 
     @Test(arguments: accepted) func readsWhatArgumentParserReads(options: [String]) throws {
@@ -36,6 +38,7 @@ import Testing
         #expect(fast.workingDirectory == slow.workingDirectory)
         #expect(fast.explain == slow.explain)
         #expect(fast.denialsFile == slow.denialsFile)
+        #expect(fast.denialsLimit == slow.denialsLimit)
         #expect(fast.command == command)
     }
 

@@ -19,18 +19,18 @@ import Testing
         attempt("container", lambda: os.symlink("/etc", "Documents/etc"))
         attempt("grant", lambda: os.symlink(os.path.expanduser("~"), vault + "/Daily"))
         attempt("grant-relative", lambda: os.symlink("..", vault + "/up"))
-        attempt("move-a-link", lambda: os.rename(vault + "/users-link", vault + "/sub/users-link"))
-        attempt("hard-link-a-link", lambda: os.link(vault + "/users-link", vault + "/again", follow_symlinks=False))
+        attempt("move-a-link", lambda: os.rename(vault + "/users-link-1", vault + "/sub/users-link"))
+        attempt("hard-link-a-link", lambda: os.link(vault + "/users-link-2", vault + "/again", follow_symlinks=False))
         attempt("file", lambda: open(vault + "/note.md", "w").close())
         attempt("folder", lambda: os.mkdir(vault + "/new"))
-        attempt("remove-a-link", lambda: os.unlink(vault + "/users-link"))
+        attempt("remove-a-link", lambda: os.unlink(vault + "/users-link-3"))
         """
 
     static func run(policy: Policy) throws -> [String] {
         let scratch = Scratch()
         let vault = scratch.path + "/vault"
         try FileManager.default.createDirectory(atPath: vault + "/sub", withIntermediateDirectories: true)
-        #expect(symlink("/usr", vault + "/users-link") == 0)  // the user's own, made before the grant
+        for index in 1...3 { #expect(symlink("/usr", vault + "/users-link-\(index)") == 0) }  // the user's own, made before the grant
         let fd = try OwnedDescriptor.openPath(FilePath(vault), follow: true)
         return try Run.confined([Run.python, "-c", code, vault], in: scratch, policy: policy) {
             $0.folders = [FolderRule(name: "VAULT", path: FilePath(vault), descriptor: fd, access: .readWrite)]

@@ -13,7 +13,8 @@ struct ReadOnlyMountsTests {
     /// mounts need stdio that is no file of the host's); stdin is `input`,
     /// else /dev/null. Output must stay under a pipe's 64 KiB.
     static func confined(
-        _ command: [String], in scratch: Scratch, input: CInt? = nil, configure: (inout LaunchRequest) -> Void = { _ in }
+        _ command: [String], in scratch: Scratch, input: CInt? = nil, features: KernelFeatures? = nil,
+        configure: (inout LaunchRequest) -> Void = { _ in }
     ) throws -> (Outcome, ConfinedProcess.Namespaces) {
         var request = LaunchRequest(
             app: try AppID("com.example.tests"), policy: .defaultPolicy, command: command, containerBase: scratch.containers,
@@ -30,7 +31,7 @@ struct ReadOnlyMountsTests {
         request.standardError = err[1]
         let process: ConfinedProcess
         do {
-            process = try ConfinementPlan(request).launch()
+            process = try ConfinementPlan(request, features: features ?? .probe()).launch()
         } catch {
             close(out[1]); close(err[1])
             throw error

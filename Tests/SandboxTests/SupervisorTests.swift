@@ -302,6 +302,26 @@ import SystemPackage
         #expect(stat(locked, &status) == 0 && status.st_mode & 0o7777 == 0o700)
     }
 
+    /// The supervisor finds a name as the command's call did, from the
+    /// command's root: an absolute link met on a relative path leads into
+    /// the command's own /dev/shm (never the host's), whose files are the
+    /// command's to change, by any name.
+    @Test func theSandboxsOwnSharedMemoryIsChangedByEveryName() throws {
+        let scratch = Scratch()
+        let code = Attack.prelude + """
+            os.chdir(os.environ["HOME"])
+            os.symlink("/dev/shm", "shm")
+            open("/dev/shm/mine", "w").write("x")
+            def mode(): return oct(os.stat("/dev/shm/mine").st_mode & 0o777)
+            attempt("absolute", lambda: os.chmod("/dev/shm/mine", 0o600)); print(mode())
+            attempt("through a link", lambda: os.chmod("shm/mine", 0o640)); print(mode())
+            os.chdir("/dev/shm")
+            attempt("relative", lambda: os.chmod("mine", 0o604)); print(mode())
+            """
+        let outcome = try Run.confined([Run.python, "-c", code], in: scratch, policy: .withLinks) { $0.readOnlyMounts = false }
+        #expect(outcome.output == ["absolute ok", "0o600", "through a link ok", "0o640", "relative ok", "0o604"], "\(outcome.stderr)")
+    }
+
     @Test func aNonDumpableChildKeepsItsMetadataChanges() throws {
         // Agents (ssh-agent, gpg-agent) make themselves non-dumpable; the
         // supervisor still reaches their /proc entries when root launches.
@@ -327,7 +347,7 @@ import SystemPackage
         // "/proc/thread-self" reads "PID/task/TID".
         let tid = pid_t(try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/thread-self").split(separator: "/").last ?? "") ?? 0
         func parse(_ path: String, caller: pid_t = pid) throws -> String {
-            guard let child = try MetadataSupervisor.childDescriptor(named: Array(path.utf8CString), caller: caller) else { return "path" }
+            guard let child = try CommandPaths.childDescriptor(named: Array(path.utf8CString), caller: caller) else { return "path" }
             return "\(child.process == pid ? "pid" : child.process == tid ? "tid" : "other") \(child.fd)"
         }
         #expect(try parse("/proc/self/fd/3") == "pid 3")
@@ -441,9 +461,10 @@ import SystemPackage
             "nofollow-file ok", "0o640", "nofollow-symlink EOPNOTSUPP", "fchmodat2-empty-path ok", "0o600",
             "fchmodat2-symlink ENOTSUP", "fchmodat2-bad-flags EINVAL",
             "self ok", "0o600", "thread-self ok", "0o601", "dev-fd ok", "0o602", "pid ok", "0o603",
-            // Other /proc forms are resolved in the command's own procfs, where
-            // "self" names the supervisor, which is not there: refused, as absent.
-            "tid ok", "0o644", "parent ELOOP", "leading-zero ENOENT", "double-slash ENOENT", "cwd ENOENT", "trailing-slash ENOENT",
+            // Other /proc forms are resolved in the command's own procfs, "self"
+            // as the caller's own entry (as its kernel call did), where the
+            // magic link is refused (ELOOP); a leading zero names no fd.
+            "tid ok", "0o644", "parent ELOOP", "leading-zero ENOENT", "double-slash ELOOP", "cwd ELOOP", "trailing-slash ELOOP",
             "outside EPERM", "outside-dev-fd EPERM", "outside-xattr EACCES", "not the child's ['ENOENT']",
         ], "\(confined.stderr)")
         var status = stat()

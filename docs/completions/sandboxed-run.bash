@@ -188,7 +188,7 @@ _sandboxed-run_run() {
     repeating_flags=()
     non_repeating_flags=(--best-effort --report --explain --supervise-metadata --version -h --help)
     repeating_options=(--keep-fd --setenv --keep-env --grant)
-    non_repeating_options=(--app --policy --on-stale --on-missing --chdir --denials)
+    non_repeating_options=(--app --policy --on-stale --on-missing --chdir --denials --denials-limit)
     __sandboxed-run_offer_flags_options -1
 
     # Offer option value completions
@@ -223,6 +223,9 @@ _sandboxed-run_run() {
         return
         ;;
     '--denials')
+        return
+        ;;
+    '--denials-limit')
         return
         ;;
     esac

@@ -61,6 +61,9 @@ int csb_openat2_path(int dirfd, const char *path, int follow_symlinks);
 /// The same with `RESOLVE_IN_ROOT`: `root` is "/" for the path and for every
 /// absolute link met on the way (the child's root, in its own mount namespace).
 int csb_openat2_path_in_root(int root, const char *path, int follow_symlinks);
+/// The same with `RESOLVE_BENEATH`: EXDEV when the walk would leave `dirfd`
+/// (an absolute link, or ".." above it).
+int csb_openat2_path_beneath(int dirfd, const char *path, int follow_symlinks);
 /// `fchmodat(2)` through `/proc/self/fd/N`, which reaches the inode of an O_PATH fd.
 int csb_chmod_fd(int fd, uint32_t mode);
 /// `fchownat(2)` with `AT_EMPTY_PATH`.
@@ -93,6 +96,9 @@ int csb_open_by_handle(int mount_fd, struct csb_file_handle *handle);
 int csb_filesystem_identity(int fd, uint64_t *fsid, uint64_t *type);
 /// O_PATH, which Glibc hides from Swift.
 extern const int CSB_O_PATH;
+/// `statx(fd, "", AT_EMPTY_PATH, STATX_MNT_ID)`: the id of the mount `fd`
+/// is on (Linux 5.8), as /proc/PID/mountinfo numbers it.
+int csb_mount_id(int fd, uint64_t *mount_id);
 /// `statx(fd, "", AT_EMPTY_PATH, STATX_BTIME)`: 0 with the birth time, or
 /// -1 with ENODATA when the filesystem does not keep one.
 int csb_birth_time(int fd, int64_t *seconds, uint32_t *nanoseconds);
@@ -186,6 +192,12 @@ struct csb_child_plan {
     int kept_fds_count;
     int ruleset_fd;                // Landlock ruleset, or -1 for none
     uint32_t restrict_flags;       // landlock_restrict_self flags
+    /// Layers entered before `ruleset_fd`, with the same flags: each handles
+    /// only REFER and IOCTL_DEV, and keeps files of other folders out of one
+    /// writable folder (see `ReparentingLayers`). The keeper adds its
+    /// private /dev/shm to each, as to `ruleset_fd`.
+    const int *refer_rulesets;
+    int refer_rulesets_count;
     const void *seccomp_filter;    // struct sock_filter[], or NULL
     unsigned short seccomp_filter_length;
     const void *seccomp_guard;     // a second filter loaded before it, or NULL

@@ -101,6 +101,7 @@ extension ConfinementPlan {
         let reopenPaths = CStringArray(bytes: (reopen ?? []).map { $0 ?? [] })
         let writable = CStringArray(bytes: readOnly ? writablePaths.map { Array($0.bytes) } : [])
         let writableFDs = writableRoots.map(\.rawValue)
+        let referLayers = (reparenting?.layers ?? []).map(\.descriptor.rawValue)
         var keeperPID: pid_t = 0
         var pidfd: CInt = -1
         var reportFD: CInt = -1
@@ -112,54 +113,58 @@ extension ConfinementPlan {
         let spawned: CInt = executable.withCString { path in
             workingDirectory.withCString { cwd in
                 kept.withUnsafeBufferPointer { keptFDs in
-                    filterBytes.withUnsafeBytes { bpf in
-                        guardBytes.withUnsafeBytes { guardBPF in
-                            var plan = csb_child_plan()
-                            plan.path = path
-                            plan.argv = UnsafePointer(argv.pointer)
-                            plan.envp = UnsafePointer(envp.pointer)
-                            plan.working_directory = cwd
-                            plan.working_directory_fd = workingDirectoryDescriptor.rawValue
-                            plan.stdio = stdio
-                            plan.kept_fds = keptFDs.baseAddress
-                            plan.kept_fds_count = CInt(keptFDs.count)
-                            plan.ruleset_fd = ruleset?.descriptor.rawValue ?? -1
-                            plan.restrict_flags = restrictFlags
-                            plan.seccomp_filter = filter == nil ? nil : bpf.baseAddress
-                            plan.seccomp_filter_length = UInt16(bpf.count / 8)
-                            plan.seccomp_guard = terminalGuard == nil ? nil : guardBPF.baseAddress
-                            plan.seccomp_guard_length = UInt16(guardBPF.count / 8)
-                            plan.seccomp_listener = (filter != nil && superviseMetadata) ? 1 : 0
-                            plan.drop_capabilities = Capabilities.canDropBoundingSet ? 1 : 0
-                            plan.last_capability = Capabilities.lastCapability
-                            plan.new_session = 1
-                            plan.die_with_parent = request.dieWithParent ? 1 : 0
-                            plan.controlling_terminal = relay?.controllingTerminal ?? -1
-                            if let reopen {
-                                plan.stdio_reopen = (reopen[0] == nil ? nil : reopenPaths.pointer[0].map { UnsafePointer($0) },
-                                                     reopen[1] == nil ? nil : reopenPaths.pointer[1].map { UnsafePointer($0) },
-                                                     reopen[2] == nil ? nil : reopenPaths.pointer[2].map { UnsafePointer($0) })
-                            }
-                            var keeper = csb_keeper_plan()
-                            keeper.scope_signals = keeperScopesSignals ? 1 : 0
-                            keeper.scope_restrict_flags = keeperRestrictFlags
-                            keeper.kill_when_launcher_exits = request.dieWithParent ? 1 : 0
-                            keeper.private_namespaces = request.privateNamespaces ? 1 : 0
-                            keeper.user_namespace_allowed = 1
-                            keeper.uid = geteuid()
-                            keeper.gid = getegid()
-                            keeper.proc_access = ruleset?.rights(.readOnly).rawValue ?? 0
-                            keeper.shm_access = ruleset?.rights(.readWrite).rawValue ?? 0
-                            keeper.shm_size = Self.sharedMemorySize
-                            return writableFDs.withUnsafeBufferPointer { fds in
-                                keeper.read_only_mounts = readOnly ? 1 : 0
-                                keeper.writable_paths = UnsafeRawPointer(writable.pointer).assumingMemoryBound(to: UnsafePointer<CChar>?.self)
-                                keeper.writable_fds = fds.baseAddress
-                                keeper.writable_count = readOnly ? CInt(fds.count) : 0
-                                return limits.withUnsafeBufferPointer { rlimits in
-                                    plan.rlimits = rlimits.baseAddress
-                                    plan.rlimits_count = CInt(rlimits.count)
-                                    return csb_spawn_kept(&plan, &keeper, &keeperPID, &pidfd, &reportFD)
+                    referLayers.withUnsafeBufferPointer { referFDs in
+                        filterBytes.withUnsafeBytes { bpf in
+                            guardBytes.withUnsafeBytes { guardBPF in
+                                var plan = csb_child_plan()
+                                plan.path = path
+                                plan.argv = UnsafePointer(argv.pointer)
+                                plan.envp = UnsafePointer(envp.pointer)
+                                plan.working_directory = cwd
+                                plan.working_directory_fd = workingDirectoryDescriptor.rawValue
+                                plan.stdio = stdio
+                                plan.kept_fds = keptFDs.baseAddress
+                                plan.kept_fds_count = CInt(keptFDs.count)
+                                plan.ruleset_fd = ruleset?.descriptor.rawValue ?? -1
+                                plan.restrict_flags = restrictFlags
+                                plan.refer_rulesets = referFDs.baseAddress
+                                plan.refer_rulesets_count = CInt(referFDs.count)
+                                plan.seccomp_filter = filter == nil ? nil : bpf.baseAddress
+                                plan.seccomp_filter_length = UInt16(bpf.count / 8)
+                                plan.seccomp_guard = terminalGuard == nil ? nil : guardBPF.baseAddress
+                                plan.seccomp_guard_length = UInt16(guardBPF.count / 8)
+                                plan.seccomp_listener = (filter != nil && superviseMetadata) ? 1 : 0
+                                plan.drop_capabilities = Capabilities.canDropBoundingSet ? 1 : 0
+                                plan.last_capability = Capabilities.lastCapability
+                                plan.new_session = 1
+                                plan.die_with_parent = request.dieWithParent ? 1 : 0
+                                plan.controlling_terminal = relay?.controllingTerminal ?? -1
+                                if let reopen {
+                                    plan.stdio_reopen = (reopen[0] == nil ? nil : reopenPaths.pointer[0].map { UnsafePointer($0) },
+                                                         reopen[1] == nil ? nil : reopenPaths.pointer[1].map { UnsafePointer($0) },
+                                                         reopen[2] == nil ? nil : reopenPaths.pointer[2].map { UnsafePointer($0) })
+                                }
+                                var keeper = csb_keeper_plan()
+                                keeper.scope_signals = keeperScopesSignals ? 1 : 0
+                                keeper.scope_restrict_flags = keeperRestrictFlags
+                                keeper.kill_when_launcher_exits = request.dieWithParent ? 1 : 0
+                                keeper.private_namespaces = request.privateNamespaces ? 1 : 0
+                                keeper.user_namespace_allowed = 1
+                                keeper.uid = geteuid()
+                                keeper.gid = getegid()
+                                keeper.proc_access = ruleset?.rights(.readOnly).rawValue ?? 0
+                                keeper.shm_access = ruleset?.rights(.readWrite).rawValue ?? 0
+                                keeper.shm_size = Self.sharedMemorySize
+                                return writableFDs.withUnsafeBufferPointer { fds in
+                                    keeper.read_only_mounts = readOnly ? 1 : 0
+                                    keeper.writable_paths = UnsafeRawPointer(writable.pointer).assumingMemoryBound(to: UnsafePointer<CChar>?.self)
+                                    keeper.writable_fds = fds.baseAddress
+                                    keeper.writable_count = readOnly ? CInt(fds.count) : 0
+                                    return limits.withUnsafeBufferPointer { rlimits in
+                                        plan.rlimits = rlimits.baseAddress
+                                        plan.rlimits_count = CInt(rlimits.count)
+                                        return csb_spawn_kept(&plan, &keeper, &keeperPID, &pidfd, &reportFD)
+                                    }
                                 }
                             }
                         }
@@ -179,6 +184,7 @@ extension ConfinementPlan {
         let supervisor = MetadataSupervisor(writableRoots: writableRoots, readableRoots: readableRoots)
         supervisor.reporter = denials
         supervisor.observer = observer
+        observer?.paths = supervisor.paths  // one resolver: both judge what the command's call reached
         while true {
             // The observer sees the command's own execve: serve it while waiting.
             if observer != nil, let listener {
@@ -206,8 +212,8 @@ extension ConfinementPlan {
             case .namespaces(let bits):
                 namespaces = ConfinedProcess.Namespaces(rawValue: bits)
                 let privateMounts = (namespaces.contains(.proc) ? ["/proc"] : []) + (namespaces.contains(.sharedMemory) ? ["/dev/shm"] : [])
-                if namespaces.contains(.pidAndMount) { supervisor.resolveInNamespace(of: keeper.pid, privateMounts: privateMounts) }
-                observer?.privateMounts = privateMounts.map { Array($0.utf8) }
+                if namespaces.contains(.pidAndMount) { supervisor.enterNamespace(of: keeper.pid, privateMounts: privateMounts) }
+                observer?.enterNamespace(privateMounts: privateMounts)
                 LaunchPhases.mark("namespaces ready")
             case .failed(let stage, let error):
                 keeper.abandon()

@@ -17,6 +17,10 @@ public final class ConfinementPlan: @unchecked Sendable {
 
     let request: LaunchRequest
     let ruleset: LandlockRuleset?
+    /// Keep the writable folders' files apart (entered before `ruleset`).
+    let reparenting: ReparentingLayers?
+    /// What renames and hard links may do, for `--report` (nil without Landlock).
+    public var reparentingSummary: String? { reparenting?.summary }
     let restrictFlags: UInt32
     /// Built for `readOnlyMounts`; `filter(readOnlyMounts:)` builds the other.
     let filter: [UInt8]?
@@ -105,9 +109,15 @@ public final class ConfinementPlan: @unchecked Sendable {
         executable = try Self.resolve(request.command[0], from: workingDirectoryDescriptor)
         let abi = min(features.landlockABI, Landlock.newestKnownABI)
         if abi >= 1 {
-            ruleset = try Self.ruleset(abi: abi, policy: policy, folders: systemPaths + folders)
+            do {
+                reparenting = try ReparentingLayers(abi: abi, rules: systemPaths + folders)
+            } catch {
+                throw .setup(step: "building the Landlock layers that keep writable folders apart", errno: error)
+            }
+            ruleset = try Self.ruleset(abi: abi, policy: policy, folders: systemPaths + folders, refer: reparenting?.allowsRefer ?? false)
             restrictFlags = abi >= 7 ? CSB_LANDLOCK_RESTRICT_SELF_LOG_NEW_EXEC_ON : 0
         } else {
+            reparenting = nil
             ruleset = nil
             restrictFlags = 0
         }
@@ -116,13 +126,14 @@ public final class ConfinementPlan: @unchecked Sendable {
         // The keeper's kill(-1) is denied for every host process: not worth an audit record each.
         keeperRestrictFlags = abi >= 7 ? CSB_LANDLOCK_RESTRICT_SELF_LOG_SAME_EXEC_OFF : 0
         superviseMetadata = features.seccompUserNotification
-        denials = DenialReporter(terminal: request.explainDenials, log: request.denialLog)
+        denials = DenialReporter(terminal: request.explainDenials, log: request.denialLog, logBytes: request.denialLogBytes)
         if let log = request.denialLog { try DenialLog.check(log, against: systemPaths + folders) }
         if denials.explains {
             guard superviseMetadata, features.seccompFilter else {
                 throw .usage("--explain and --denials need seccomp user notification (Linux 5.0 or later), which this kernel lacks")
             }
-            observer = DenialObserver(rules: systemPaths + folders, policy: policy, containerRoot: container.root, reporter: denials)
+            observer = DenialObserver(
+                rules: systemPaths + folders, policy: policy, containerRoot: container.root, reporter: denials, reparenting: reparenting)
         } else {
             observer = nil
         }
@@ -267,7 +278,8 @@ public final class ConfinementPlan: @unchecked Sendable {
         }
     }
 
-    private static func ruleset(abi: Int, policy: Policy, folders: [FolderRule]) throws(SandboxError) -> LandlockRuleset {
+    /// `refer`: whether the writable folders allow REFER (see `ReparentingLayers`).
+    private static func ruleset(abi: Int, policy: Policy, folders: [FolderRule], refer: Bool) throws(SandboxError) -> LandlockRuleset {
         var network: Landlock.NetworkAccess = []
         if abi >= 4 {
             if !policy.networkClient || policy.tcpConnectPorts != nil { network.insert(.connectTCP) }
@@ -294,8 +306,10 @@ public final class ConfinementPlan: @unchecked Sendable {
             switch access {
             case .readExecute: .readExecute
             case .readOnly: .readOnly
-            // No links planted where they outlive the grant, unless the policy says so.
-            case .readWrite: policy.symbolicLinks ? .readWrite : Landlock.FileAccess.readWrite.subtracting(.makeSym)
+            // No links planted where they outlive the grant, unless the policy
+            // says so; no reparenting where the layers cannot keep folders apart.
+            case .readWrite:
+                Landlock.FileAccess.readWrite.subtracting(policy.symbolicLinks ? [] : .makeSym).subtracting(refer ? [] : .refer)
             }
         }
     }

@@ -91,6 +91,8 @@ public struct LaunchRequest: Sendable {
     /// `--denials FILE`: a JSON-lines log opened with `DenialLog.open`;
     /// refused at launch when the sandbox could reach it.
     public var denialLog: OwnedDescriptor?
+    /// `--denials-limit`: the most that log may hold, in bytes.
+    public var denialLogBytes = DenialReporter.defaultLogBytes
 
     public init(app: AppID, policy: Policy, command: [String], containerBase: String, hostEnvironment: [String: String]) {
         self.app = app

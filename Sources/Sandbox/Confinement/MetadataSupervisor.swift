@@ -16,33 +16,33 @@ final class MetadataSupervisor {
     /// The identities of the folders where metadata may change, and of
     /// everything the sandbox may read; their fds stay open, so the inode
     /// numbers cannot be reused meanwhile.
-    private let writable: Set<InodeIdentity>
-    private let readable: Set<InodeIdentity>
-    private let pinned: [OwnedDescriptor]
+    private var writable: Set<InodeIdentity>
+    private var readable: Set<InodeIdentity>
+    private var pinned: [OwnedDescriptor]
 
-    /// The command's root, in the mount namespace of its own (its private
-    /// /dev/shm and /proc): absolute paths are resolved from there, as the
-    /// command resolves them. nil without namespaces: then it is ours.
-    private var childRoot: OwnedDescriptor?
-    /// Devices of our mounts that the command has its own of (/dev/shm,
-    /// /proc): a path that still lands on one (through a link the command
-    /// made) names nothing the command can see, so it does not exist.
-    private var shadowedDevices: Set<UInt64> = []
+    /// Resolves the child's paths as its kernel calls did (in its namespace,
+    /// from its root), shared with the denial observer.
+    let paths: CommandPaths
+    /// The serving thread's capabilities (see `CallerPowers`), shared with the observer.
+    let powers = CallerPowers()
 
-    /// Called once the keeper has made the command's mounts.
-    func resolveInNamespace(of keeper: pid_t, privateMounts: [String]) {
-        guard let root = try? Self.open("/proc/\(keeper)/root", follow: true) else { return }
-        childRoot = root
-        shadowedDevices = Set(privateMounts.compactMap { mount in
-            var status = stat()
-            return stat(mount, &status) == 0 ? UInt64(status.st_dev) : nil
-        })
-    }
-
-    init(writableRoots: [OwnedDescriptor], readableRoots: [OwnedDescriptor]) {
+    init(writableRoots: [OwnedDescriptor], readableRoots: [OwnedDescriptor], paths: CommandPaths = CommandPaths()) {
+        self.paths = paths
         pinned = writableRoots + readableRoots
         writable = Set(writableRoots.compactMap { try? $0.status().inodeIdentity })
         readable = Set(readableRoots.compactMap { try? $0.status().inodeIdentity })
+    }
+
+    /// Called once the keeper has made the command's mounts: paths are
+    /// resolved in its namespace from then on, and its private /dev/shm is
+    /// as writable as the command's layer makes it (its /proc stays refused).
+    func enterNamespace(of keeper: pid_t, privateMounts: [String]) {
+        paths.enterNamespace(of: keeper, privateMounts: privateMounts)
+        guard privateMounts.contains("/dev/shm"),
+              let shm = try? paths.resolve(.path(base: nil, Array("/dev/shm".utf8CString), follow: false), caller: 0) else { return }
+        pinned.append(shm.target)
+        writable.insert(shm.status.inodeIdentity)
+        readable.insert(shm.status.inodeIdentity)
     }
 
     enum Operation {
@@ -121,7 +121,7 @@ final class MetadataSupervisor {
         var request = csb_seccomp_notif()
         guard csb_seccomp_notify_receive(listener, &request) == 0 else { return }  // ENOENT: the caller died
         if Self.shapes[request.data.nr] == nil, let observer {
-            var response = observer.observe(request, listener: listener)
+            var response = observer.observe(request, listener: listener, powers: powers)
             _ = csb_seccomp_notify_respond(listener, &response)
             return
         }
@@ -135,18 +135,10 @@ final class MetadataSupervisor {
         _ = csb_seccomp_notify_respond(listener, &response)
     }
 
-    /// Where the target of a request is, before it is opened.
-    private enum Start {
-        /// A descriptor of the child's, already open.
-        case descriptor(OwnedDescriptor)
-        /// A NUL-terminated path, resolved from `base` (nil: it is absolute).
-        case path(base: OwnedDescriptor?, [CChar], follow: Bool)
-    }
-
     /// What a request needs, copied from the caller and bound to it before its id is confirmed.
     private struct Prepared {
         let details: OperationDetails
-        let start: Start
+        let start: CommandPaths.Start
         /// The caller's inotify instance, for a watch.
         let callerInotify: OwnedDescriptor?
     }
@@ -154,28 +146,20 @@ final class MetadataSupervisor {
     /// Returns the syscall's result for the child.
     private func handle(_ request: csb_seccomp_notif, listener: CInt) throws(Errno) -> Int64 {
         guard let shape = Self.shapes[request.data.nr] else { throw .notPermitted }
-        let prepared = try withOurPowers { () throws(Errno) -> Prepared in try prepare(request, shape: shape) }
+        let prepared = try powers.withOurs { () throws(Errno) -> Prepared in try prepare(request, shape: shape) }
         // The pid in the request may have been reused since we opened its /proc entries.
         guard csb_seccomp_notify_id_valid(listener, request.id) == 0 else { throw .noSuchProcess }
 
         // Resolution, check and operation with the child's powers: with a
         // root launcher's, resolving a name in a folder the child may not
         // search would tell it whether the name exists.
-        let outcome = try asChild { () throws(Errno) -> Outcome in
-            let target: OwnedDescriptor
-            let status: stat
-            var folder: OwnedDescriptor?
-            switch prepared.start {
-            case .descriptor(let descriptor):
-                target = descriptor
-                status = try target.status()
-            case .path(let base, let path, let follow):
-                (target, status, folder) = try Self.resolve(path, from: base, follow: follow, root: childRoot)
-            }
-            if shadowedDevices.contains(UInt64(status.st_dev)) { throw .noSuchFileOrDirectory }
+        let caller = pid_t(truncatingIfNeeded: request.pid)
+        let outcome = try powers.asChild { () throws(Errno) -> Outcome in
+            let resolved = try paths.resolve(prepared.start, caller: caller)
+            let (target, status) = (resolved.target, resolved.status)
             // Never act on /proc: there a path names the supervisor's own process.
             guard try !Self.isOnProcFS(target, status: status),
-                  try isBeneath(target, status: status, folder: folder, roots: shape.operation.reads ? readable : writable) else {
+                  try isBeneath(target, status: status, folder: resolved.folder, roots: shape.operation.reads ? readable : writable) else {
                 let named: [CChar]? = if case .path(_, let path, _) = prepared.start { path } else { nil }
                 refused(shape, number: request.data.nr, path: named, target: target)
                 throw shape.operation.reads ? .permissionDenied : .notPermitted
@@ -189,8 +173,7 @@ final class MetadataSupervisor {
         // so the thread id still named the waiting caller when it was opened,
         // and a thread id reused afterwards receives nothing.
         if let copy = outcome.copyOut {
-            let caller = pid_t(truncatingIfNeeded: request.pid)
-            let callerMemory = try withOurPowers { () throws(Errno) -> OwnedDescriptor in
+            let callerMemory = try powers.withOurs { () throws(Errno) -> OwnedDescriptor in
                 OwnedDescriptor(taking: try syscallRetrying { Glibc.open("/proc/\(caller)/mem", O_RDWR | O_CLOEXEC) })
             }
             guard csb_seccomp_notify_id_valid(listener, request.id) == 0 else { throw .noSuchProcess }
@@ -224,24 +207,11 @@ final class MetadataSupervisor {
         let details = try OperationDetails(shape.operation, args: args, first: first, memory: memory)
 
         // The child's /proc entries (its cwd, its descriptors) are opened with
-        // our powers (see `withOurPowers`): they hold nothing the child does not
+        // our powers (see `CallerPowers.withOurs`): they hold nothing the child does not
         // have, and a child that made itself non-dumpable keeps working under a root launcher.
-        let start: Start
-        if let path, path.count > 1 {
-            if let child = try Self.childDescriptor(named: path, caller: caller) {
-                start = .descriptor(try openInChild(pid: child.process, fd: child.fd, byPath: true))
-            } else if path[0] == CChar(UInt8(ascii: "/")) {
-                start = .path(base: nil, path, follow: follows)
-            } else if let index = shape.directoryArgument, Int32(truncatingIfNeeded: args[index]) != AT_FDCWD {
-                start = .path(base: try openInChild(pid: caller, fd: Int32(truncatingIfNeeded: args[index])), path, follow: follows)
-            } else {
-                start = .path(base: try Self.open("/proc/\(caller)/cwd", follow: true), path, follow: follows)
-            }
-        } else if path == nil || flags & CSB_AT_EMPTY_PATH != 0, let index = shape.directoryArgument {
-            start = .descriptor(try openInChild(pid: caller, fd: Int32(truncatingIfNeeded: args[index])))
-        } else {
-            throw .noSuchFileOrDirectory
-        }
+        let start = try paths.start(
+            path: path, directory: shape.directoryArgument.map { Int32(truncatingIfNeeded: args[$0]) },
+            emptyPath: flags & CSB_AT_EMPTY_PATH != 0, follow: follows, caller: caller)
         // The caller's inotify instance, for a watch, is bound to its process
         // now, before the id check: a thread id reused after the check then
         // cannot receive anything, since the copy fails once the caller is gone.
@@ -269,94 +239,6 @@ final class MetadataSupervisor {
             reason: reason, errno: reads ? EACCES : EPERM))
     }
 
-    /// `/proc/self/fd/N`, `/proc/thread-self/fd/N`, `/proc/P/fd/N` with P
-    /// the caller's process or thread id, and `/dev/fd/N` name the child's
-    /// descriptor N: returns the process whose table holds it, and N. Any
-    /// other spelling is resolved as a path, where RESOLVE_NO_MAGICLINKS
-    /// refuses the magic link (ELOOP) and /proc/self is the supervisor.
-    static func childDescriptor(named path: [CChar], caller: pid_t) throws(Errno) -> (process: pid_t, fd: Int32)? {
-        // Most paths are neither: answered before any String is made.
-        guard path.starts(with: Self.devPrefix) || path.starts(with: Self.procPrefix) else { return nil }
-        let text = String(decoding: path.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        let parts = text.split(separator: "/", omittingEmptySubsequences: false)
-        let process: pid_t
-        let number: Substring
-        if parts.count == 4, parts[0] == "", parts[1] == "dev", parts[2] == "fd" {
-            process = try threadGroup(of: caller)  // /dev/fd is /proc/self/fd
-            number = parts[3]
-        } else if parts.count == 5, parts[0] == "", parts[1] == "proc", parts[3] == "fd" {
-            switch parts[2] {
-            case "self": process = try threadGroup(of: caller)
-            case "thread-self": process = caller
-            default:
-                // P is as the child sees it: in its own pid namespace, if it has one.
-                guard let named = canonicalNumber(parts[2]) else { return nil }
-                let ids = try identities(of: caller)
-                if named == ids.innermostThread {
-                    process = caller
-                } else if named == ids.innermostProcess {
-                    process = ids.process
-                } else {
-                    return nil
-                }
-            }
-            number = parts[4]
-        } else {
-            return nil
-        }
-        guard let fd = canonicalNumber(number) else { return nil }
-        return (process: process, fd: fd)
-    }
-
-    private static let devPrefix = Array("/dev/".utf8).map { CChar(bitPattern: $0) }
-    private static let procPrefix = Array("/proc/".utf8).map { CChar(bitPattern: $0) }
-
-    /// A decimal as /proc reads it: digits only, no leading zero, within an int.
-    private static func canonicalNumber(_ text: Substring) -> Int32? {
-        guard !text.isEmpty, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
-              text == "0" || text.first != "0" else { return nil }
-        return Int32(text)
-    }
-
-    /// The process a thread belongs to (`Tgid:` in /proc/TID/status).
-    private static func threadGroup(of thread: pid_t) throws(Errno) -> pid_t {
-        try identities(of: thread).process
-    }
-
-    /// A thread's process, and both ids as the thread itself sees them (the
-    /// last of `NStgid:` and `NSpid:`, its innermost pid namespace).
-    private static func identities(of thread: pid_t) throws(Errno) -> (process: pid_t, innermostProcess: pid_t, innermostThread: pid_t) {
-        let fd = try syscallRetrying { Glibc.open("/proc/\(thread)/status", O_RDONLY | O_CLOEXEC) }
-        let file = OwnedDescriptor(taking: fd)
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        let count = try syscallRetrying { buffer.withUnsafeMutableBytes { read(file.rawValue, $0.baseAddress, $0.count) } }
-        let lines = String(decoding: buffer[0..<count], as: UTF8.self).split(separator: "\n")
-        func values(_ key: String) -> [pid_t] {
-            guard let line = lines.first(where: { $0.hasPrefix(key) }) else { return [] }
-            return line.dropFirst(key.count).split(whereSeparator: { $0 == " " || $0 == "\t" }).compactMap { pid_t($0) }
-        }
-        guard let tgid = values("Tgid:").first, let nsTgid = values("NStgid:").last, let nsPid = values("NSpid:").last else {
-            throw .noSuchProcess
-        }
-        return (tgid, nsTgid, nsPid)
-    }
-
-    /// The file the child's descriptor `fd` holds. A descriptor the child
-    /// does not have is EBADF, as the kernel answers for an fd argument;
-    /// `byPath` keeps ENOENT, as for a /proc/self/fd/N path.
-    private func openInChild(pid: pid_t, fd: Int32, byPath: Bool = false) throws(Errno) -> OwnedDescriptor {
-        guard fd >= 0 else { throw .badFileDescriptor }
-        do {
-            return try Self.open("/proc/\(pid)/fd/\(fd)", follow: true)
-        } catch .noSuchFileOrDirectory where !byPath {
-            throw .badFileDescriptor
-        }
-    }
-
-    private static func open(_ path: String, follow: Bool) throws(Errno) -> OwnedDescriptor {
-        OwnedDescriptor(taking: try syscallRetrying { csb_open_path(AT_FDCWD, path, follow ? 1 : 0) })
-    }
-
     private static func isOnProcFS(_ descriptor: OwnedDescriptor, status: stat) throws(Errno) -> Bool {
         // procfs, as every filesystem without a block device, has an
         // anonymous device number (major 0): a file on a disk is answered
@@ -366,53 +248,6 @@ final class MetadataSupervisor {
         var type: UInt64 = 0
         _ = try syscallRetrying { csb_filesystem_identity(descriptor.rawValue, &fsid, &type) }
         return type == 0x9FA0  // PROC_SUPER_MAGIC
-    }
-
-    /// Opens `path` from `base` (nil: it is absolute) as one openat2 would,
-    /// and returns the folder its last name was found in when that is known
-    /// (the name is not a symlink that was followed, ".", ".." or empty):
-    /// the beneath check then starts there instead of asking /proc for the
-    /// file's name and opening that name again.
-    /// `root`, if given, is "/" for an absolute path (and its links).
-    private static func resolve(_ path: [CChar], from base: OwnedDescriptor?, follow: Bool, root: OwnedDescriptor?) throws(Errno)
-        -> (target: OwnedDescriptor, status: stat, folder: OwnedDescriptor?)
-    {
-        let inRoot = base == nil ? root : nil
-        func open(_ path: [CChar], follow: Bool) throws(Errno) -> OwnedDescriptor {
-            if let inRoot {
-                return OwnedDescriptor(taking: try syscallRetrying { csb_openat2_path_in_root(inRoot.rawValue, path, follow ? 1 : 0) })
-            }
-            return OwnedDescriptor(taking: try syscallRetrying { csb_openat2_path(base?.rawValue ?? AT_FDCWD, path, follow ? 1 : 0) })
-        }
-        let slash = CChar(UInt8(ascii: "/"))
-        let dot = CChar(UInt8(ascii: "."))
-        let end = path.firstIndex(of: 0) ?? path.count
-        let cut = path[..<end].lastIndex(of: slash)
-        let leaf = path[(cut.map { $0 + 1 } ?? 0)..<end]
-        let plain = !leaf.isEmpty && !(leaf.count <= 2 && leaf.allSatisfy { $0 == dot })
-        func whole() throws(Errno) -> (target: OwnedDescriptor, status: stat, folder: OwnedDescriptor?) {
-            let target = try open(path, follow: follow)
-            return (target, try target.status(), nil)
-        }
-        guard plain else { return try whole() }
-        let folder: OwnedDescriptor
-        if let cut {
-            let folderPath = cut == 0 ? [slash, 0] : Array(path[..<cut]) + [0]
-            folder = try open(folderPath, follow: true)
-        } else if let base {
-            folder = base
-        } else {
-            return try whole()
-        }
-        let name = Array(leaf) + [0]
-        let target = OwnedDescriptor(taking: try syscallRetrying { csb_openat2_path(folder.rawValue, name, 0) })
-        let status = try target.status()
-        guard follow, status.isSymlink else { return (target, status, folder) }
-        // A followed link may lead anywhere: its folder is found from the file
-        // (and an absolute link in the command's namespace only from its root).
-        if inRoot != nil { return try whole() }
-        let linked = OwnedDescriptor(taking: try syscallRetrying { csb_openat2_path(folder.rawValue, name, 1) })
-        return (linked, try linked.status(), nil)
     }
 
     /// True when `target` (whose `status` is given) is one of `roots` or
@@ -429,22 +264,10 @@ final class MetadataSupervisor {
             current = folder
             identity = try folder.status().inodeIdentity
         } else {
-            // A non-directory has no "..": find its folder by the name the
-            // kernel keeps, then prove that name still holds this inode.
-            // Bytes throughout: names need not be UTF-8.
-            var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-            let length = readlink("/proc/self/fd/\(target.rawValue)", &buffer, Int(PATH_MAX))
-            guard length > 0, length < Int(PATH_MAX) else { return false }
-            let name = Array(buffer[0..<length])
-            let slash = CChar(UInt8(ascii: "/"))
-            guard name[0] == slash, !name.ends(with: Array(" (deleted)".utf8CString.dropLast())),
-                  let last = name.lastIndex(of: slash) else { return false }
-            let folder = last == 0 ? [slash, 0] : Array(name[..<last]) + [0]
-            let leaf = Array(name[(last + 1)...]) + [0]
-            current = try OwnedDescriptor(taking: syscallRetrying { csb_openat2_path(AT_FDCWD, folder, 0) })
-            var entry = stat()
-            guard fstatat(current.rawValue, leaf, &entry, AT_SYMLINK_NOFOLLOW) == 0,
-                  entry.inodeIdentity == status.inodeIdentity else { return false }
+            // A non-directory has no "..": its folder, by the name the kernel
+            // keeps (in the command's view), proven to hold this inode.
+            guard let found = try? paths.folder(holding: target, identity: status.inodeIdentity, unlinked: false) else { return false }
+            current = found
             identity = try current.status().inodeIdentity
         }
         // Each ancestor is one fstatat of "../..", no descriptor opened or
@@ -469,26 +292,32 @@ final class MetadataSupervisor {
         return false
     }
 
-    /// The serving thread, and its capabilities from before `beginServing`
+    /// Requests are served with the child's powers from here to `endServing` (see `CallerPowers`).
+    func beginServing() { powers.begin() }
+    func endServing() { powers.end() }
+}
+
+/// The serving thread's capabilities: it keeps the child's powers (no
+/// effective capabilities) while it serves, so that a request costs no
+/// capset; ours are raised only where /proc refuses the child's.
+final class CallerPowers {
+    /// The serving thread, and its capabilities from before `begin`
     /// cleared its effective set.
     private var serving: (thread: pthread_t, saved: SavedCapabilities)?
 
-    /// The serving thread keeps the child's powers (no effective
-    /// capabilities) from here to `endServing`, so that a request costs no
-    /// capset; ours are raised only where /proc refuses the child's (`withOurPowers`).
-    func beginServing() {
+    func begin() {
         guard serving == nil, let saved = try? SavedCapabilities.clearingEffective() else { return }
         serving = (pthread_self(), saved)
     }
 
     /// Gives the serving thread its capabilities back.
-    func endServing() {
+    func end() {
         guard let current = serving, pthread_equal(current.thread, pthread_self()) != 0 else { return }
         current.saved.restore()
         serving = nil
     }
 
-    /// True on the thread between `beginServing` and `endServing`.
+    /// True on the thread between `begin` and `end`.
     private var servingOnThisThread: SavedCapabilities? {
         guard let current = serving, pthread_equal(current.thread, pthread_self()) != 0 else { return nil }
         return current.saved
@@ -498,7 +327,7 @@ final class MetadataSupervisor {
     /// with the child's powers while serving, and once more with ours if
     /// those were refused, as for a non-dumpable child under a root
     /// launcher: the answer is the one ours alone would give.
-    private func withOurPowers<T>(_ body: () throws(Errno) -> T) throws(Errno) -> T {
+    func withOurs<T>(_ body: () throws(Errno) -> T) throws(Errno) -> T {
         guard let saved = servingOnThisThread, saved.hadEffective else { return try body() }
         do {
             return try body()
@@ -511,7 +340,7 @@ final class MetadataSupervisor {
 
     /// Runs `body` with this thread's effective capabilities cleared, so the
     /// kernel checks ownership and permissions as it would for the child.
-    private func asChild<T>(_ body: () throws(Errno) -> T) throws(Errno) -> T {
+    func asChild<T>(_ body: () throws(Errno) -> T) throws(Errno) -> T {
         if servingOnThisThread != nil { return try body() }  // already cleared
         let saved = try SavedCapabilities.clearingEffective()
         defer { saved.restore() }
@@ -545,12 +374,6 @@ private struct SavedCapabilities {
 private struct Outcome {
     var result: Int64 = 0
     var copyOut: (bytes: [UInt8], address: UInt64)?
-}
-
-private extension Array where Element: Equatable {
-    func ends(with suffix: [Element]) -> Bool {
-        count >= suffix.count && Array(self[(count - suffix.count)...]) == suffix
-    }
 }
 
 /// The operation's own arguments, copied from the child and checked: every

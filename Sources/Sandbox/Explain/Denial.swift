@@ -5,6 +5,8 @@ import SystemPackage
 public struct Denial: Sendable, Hashable {
     public enum Operation: String, Sendable {
         case read, write, execute, metadata, syscall, network
+        /// A rename or hard link into another folder (Landlock's reparenting rule).
+        case rename, link
     }
 
     /// Who refuses: the kernel's Landlock rules, the seccomp filter, or the
@@ -26,23 +28,44 @@ public struct Denial: Sendable, Hashable {
     public let reason: String
     /// The errno the command receives.
     public let errno: Int32
+    /// Where a rename or link was to go, exact bytes.
+    public let destination: [UInt8]?
+    /// Set when the call is a known probe that programs make and get on
+    /// without (bash's look at /dev/tty, glibc's at the nscd socket): what
+    /// it is. Reported all the same, marked, so that real causes stand out.
+    public let probe: String?
 
-    public init(operation: Operation, layer: Layer, syscall: String, path: [UInt8]?, reason: String, errno: Int32) {
+    public init(
+        operation: Operation, layer: Layer, syscall: String, path: [UInt8]?, reason: String, errno: Int32,
+        destination: [UInt8]? = nil, probe: String? = nil
+    ) {
         self.operation = operation
         self.layer = layer
         self.syscall = syscall
         self.path = path
         self.reason = reason
         self.errno = errno
+        self.destination = destination
+        self.probe = probe
+    }
+
+    /// The same denial, marked as the probe `what`.
+    func probe(_ what: String) -> Denial {
+        Denial(operation: operation, layer: layer, syscall: syscall, path: path, reason: reason, errno: errno, destination: destination, probe: what)
     }
 
     /// The line for a terminal, escaped: paths are the command's choice.
     public var message: String {
         // A line should stay a line: very long paths are cut (the JSON "path" stays exact).
-        let subject = path.map { path in
+        func shown(_ path: [UInt8]) -> String {
             path.count <= Self.shownBytes ? Printable.path(bytes: path)
                 : Printable.path(bytes: Array(path.prefix(Self.shownBytes))) + "… (\(path.count) bytes)"
-        } ?? syscall
+        }
+        var subject = path.map(shown) ?? syscall
+        if let destination { subject += " -> " + shown(destination) }
+        if let probe {
+            return "expected probe, harmless: \(operation.rawValue) denied: \(subject) [\(layer.rawValue), \(syscall)]: \(probe)"
+        }
         return "\(operation.rawValue) denied: \(subject)\(reason.hasPrefix(" ") ? "" : ": ")\(reason) [\(layer.rawValue), \(syscall)]"
     }
 
@@ -55,8 +78,10 @@ public struct Denial: Sendable, Hashable {
             ("operation", JSONText.quote(operation.rawValue)), ("reason", JSONText.quote(reason)),
             ("syscall", JSONText.quote(syscall)), ("type", JSONText.quote("denial")),
         ]
-        if let path { fields.insert(("path", JSONText.path(path)), at: 5) }
-        return JSONText.object(fields)
+        if let path { fields.append(("path", JSONText.path(path))) }
+        if let destination { fields.append(("destination", JSONText.path(destination))) }
+        if let probe { fields.append(("probe", JSONText.quote(probe))) }
+        return JSONText.object(fields.sorted { $0.0 < $1.0 })
     }
 }
 

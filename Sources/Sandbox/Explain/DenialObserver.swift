@@ -11,37 +11,67 @@ import SystemPackage
 /// it never decides. A child that rewrites the path after we read it can
 /// only confuse its own report, never widen its access. Refused syscalls are
 /// answered with the very errno the filter would give: the same outcome.
+/// Paths are found as the command's call found them (`CommandPaths`, the
+/// supervisor's own, in the command's namespace), with the command's powers:
+/// what the report says, the command could have learnt by its own calls.
 final class DenialObserver {
     struct Root {
         let rule: FolderRule
         let identity: InodeIdentity
+        let isDirectory: Bool
     }
 
-    let roots: [Root]
+    /// The rules of the command's layer, then those the keeper added in the
+    /// command's namespace (its /proc and /dev/shm).
+    private(set) var roots: [Root]
+    private let ruleRoots: [Root]
     /// The rules on each inode, in rule order: a chain thousands deep costs a lookup per folder.
-    private let rulesByInode: [InodeIdentity: [Root]]
+    private var rulesByInode: [InodeIdentity: [Root]]
     /// Folders above rules, remembered across denials (a denial-heavy command walks /etc once).
     private let walker = Ancestry.Walker(limit: 10_000)
-    /// Mounts of the child's own namespace (`/proc`, `/dev/shm`), set at launch.
-    var privateMounts: [[UInt8]] = []
+    /// Finds what the command's paths name; the supervisor's, set at launch.
+    var paths = CommandPaths()
+    /// How the writable folders are kept apart; nil without Landlock.
+    let reparenting: ReparentingLayers?
     let policyName: String
     let containerRoot: String
     let reporter: DenialReporter
 
-    init(rules: [FolderRule], policy: Policy, containerRoot: String, reporter: DenialReporter) {
-        roots = rules.compactMap { rule in (try? rule.descriptor.status().inodeIdentity).map { Root(rule: rule, identity: $0) } }
-        rulesByInode = Dictionary(grouping: roots, by: \.identity)
+    init(rules: [FolderRule], policy: Policy, containerRoot: String, reporter: DenialReporter, reparenting: ReparentingLayers?) {
+        ruleRoots = rules.compactMap { rule in
+            (try? rule.descriptor.status()).map { Root(rule: rule, identity: $0.inodeIdentity, isDirectory: $0.isDirectory) }
+        }
+        roots = ruleRoots
+        rulesByInode = Dictionary(grouping: ruleRoots, by: \.identity)
         policyName = policy.source
         self.containerRoot = containerRoot
         self.reporter = reporter
+        self.reparenting = reparenting
+    }
+
+    /// Called once `paths` resolves in the command's namespace: the private
+    /// /proc (read-only) and /dev/shm (read-write) have rules of their own.
+    func enterNamespace(privateMounts: [String]) {
+        roots = ruleRoots
+        for mount in privateMounts {
+            let start = CommandPaths.Start.path(base: nil, Array(mount.utf8CString), follow: false)
+            guard let found = try? paths.resolve(start, caller: 0), found.status.isDirectory else { continue }
+            let rule = FolderRule(name: "namespace", path: FilePath(mount), descriptor: found.target, access: mount == "/proc" ? .readOnly : .readWrite)
+            roots.append(Root(rule: rule, identity: found.status.inodeIdentity, isDirectory: true))
+        }
+        rulesByInode = Dictionary(grouping: roots, by: \.identity)
     }
 
     /// What a call does to the path at `path` (resolved from `directory`).
     enum Effect {
-        /// open/openat: read, write or create, from the flags at this argument.
+        /// open/openat: read, write or create, from the flags at this
+        /// argument (-1: creat's, O_CREAT | O_WRONLY | O_TRUNC).
         case open(flagsArgument: Int)
-        /// creates the last component: write access to its folder.
+        /// makes a new name: write access to its folder. A name that exists
+        /// fails with EEXIST before Landlock is asked (mkdir -p does that all along).
         case create
+        /// makes the name, or replaces what it names (a rename's destination).
+        case replace
         /// removes (or renames away) the last component: write access to its folder.
         case remove
         case execute
@@ -59,7 +89,7 @@ final class DenialObserver {
     static let pathCalls: [String: [PathArgument]] = [
         "open": [PathArgument(directory: nil, path: 0, effect: .open(flagsArgument: 1))],
         "openat": [PathArgument(directory: 0, path: 1, effect: .open(flagsArgument: 2))],
-        "creat": [PathArgument(directory: nil, path: 0, effect: .create)],
+        "creat": [PathArgument(directory: nil, path: 0, effect: .open(flagsArgument: -1))],
         "execve": [PathArgument(directory: nil, path: 0, effect: .execute)],
         "execveat": [PathArgument(directory: 0, path: 1, effect: .execute)],
         "truncate": [PathArgument(directory: nil, path: 0, effect: .write)],
@@ -70,9 +100,9 @@ final class DenialObserver {
         "rmdir": [PathArgument(directory: nil, path: 0, effect: .remove)],
         "unlink": [PathArgument(directory: nil, path: 0, effect: .remove)],
         "unlinkat": [PathArgument(directory: 0, path: 1, effect: .remove)],
-        "rename": [PathArgument(directory: nil, path: 0, effect: .remove), PathArgument(directory: nil, path: 1, effect: .create)],
-        "renameat": [PathArgument(directory: 0, path: 1, effect: .remove), PathArgument(directory: 2, path: 3, effect: .create)],
-        "renameat2": [PathArgument(directory: 0, path: 1, effect: .remove), PathArgument(directory: 2, path: 3, effect: .create)],
+        "rename": [PathArgument(directory: nil, path: 0, effect: .remove), PathArgument(directory: nil, path: 1, effect: .replace)],
+        "renameat": [PathArgument(directory: 0, path: 1, effect: .remove), PathArgument(directory: 2, path: 3, effect: .replace)],
+        "renameat2": [PathArgument(directory: 0, path: 1, effect: .remove), PathArgument(directory: 2, path: 3, effect: .replace)],
         "link": [PathArgument(directory: nil, path: 1, effect: .create)],
         "linkat": [PathArgument(directory: 2, path: 3, effect: .create)],
         "symlink": [PathArgument(directory: nil, path: 1, effect: .create)],
@@ -97,20 +127,22 @@ final class DenialObserver {
 
     /// Answers one notification: CONTINUE for a path call, the filter's own
     /// errno for a refused syscall. Never throws, never blocks on the child.
-    func observe(_ request: csb_seccomp_notif, listener: CInt) -> csb_seccomp_notif_resp {
+    /// `powers`: the serving thread's, to resolve with the command's.
+    func observe(_ request: csb_seccomp_notif, listener: CInt, powers: CallerPowers) -> csb_seccomp_notif_resp {
         var response = csb_seccomp_notif_resp()
         response.id = request.id
         response.flags = 1  // SECCOMP_USER_NOTIF_FLAG_CONTINUE
-        guard let (name, paths) = Self.byNumber[request.data.nr] else { return response }
+        guard let (name, arguments) = Self.byNumber[request.data.nr] else { return response }
         let args = withUnsafeBytes(of: request.data.args) { Array($0.bindMemory(to: UInt64.self)) }
         let caller = pid_t(truncatingIfNeeded: request.pid)
         if name == "socket" {
             response.flags = 0
             response.error = -EACCES  // the only socket calls the filter sends here are refused ones
-            reporter.record(socketDenial(family: args[0]))
+            let denial = socketDenial(family: args[0])
+            reporter.record(Self.socketProbe(args).map { denial.probe($0) } ?? denial)
             return response
         }
-        if paths.isEmpty {
+        if arguments.isEmpty {
             response.flags = 0
             let code = SyscallFilter.answeredWithENOSYS.contains(name) ? ENOSYS : EPERM
             response.error = -code
@@ -121,25 +153,19 @@ final class DenialObserver {
             return response
         }
         let memory = ChildMemory(pid: caller)
-        for argument in paths {
+        if Self.moves.contains(name) {
+            observeMove(name, args: args, memory: memory, caller: caller, powers: powers)
+            return response
+        }
+        for argument in arguments {
             guard let raw = try? memory.string(at: args[argument.path], limit: Int(PATH_MAX), tooLong: .fileNameTooLong), raw.count > 1 else { continue }
-            let bytes = raw.dropLast().map { UInt8(bitPattern: $0) }
-            let directory = argument.directory.map { Int32(truncatingIfNeeded: args[$0]) } ?? AT_FDCWD
-            var effect = argument.effect
-            if case .open(let index) = effect {
-                let flags = Int32(truncatingIfNeeded: args[index])
-                let writes = flags & O_ACCMODE != O_RDONLY || flags & O_TRUNC != 0
-                effect = flags & O_CREAT != 0 ? .create : writes ? .write : .open(flagsArgument: -1)
-                if flags & O_CREAT != 0, let denial = predict(bytes, directory: directory, caller: caller, effect: .create, syscall: name, creating: true) {
-                    // O_CREAT on an existing file opens it for writing.
-                    reporter.record(denial)
-                    continue
-                }
-                if flags & O_CREAT != 0 { continue }
+            let directory = argument.directory.map { Int32(truncatingIfNeeded: args[$0]) }
+            var flags: Int32 = 0
+            if case .open(let index) = argument.effect {
+                flags = index < 0 ? O_CREAT | O_WRONLY | O_TRUNC : Int32(truncatingIfNeeded: args[index])
             }
-            if let denial = predict(bytes, directory: directory, caller: caller, effect: effect, syscall: name, creating: false) {
-                reporter.record(denial)
-            }
+            guard let denial = predict(raw, directory: directory, caller: caller, effect: argument.effect, openFlags: flags, syscall: name, powers: powers) else { continue }
+            reporter.record(Self.openProbe(raw, flags: flags).map { denial.probe($0) } ?? denial)
         }
         // Nothing to decide: the kernel goes on whatever we found.
         _ = listener
@@ -147,59 +173,285 @@ final class DenialObserver {
     }
 
     /// The denial Landlock will make, or nil when a rule allows it (or the
-    /// path does not resolve: the call fails on its own).
-    func predict(_ bytes: [UInt8], directory: Int32, caller: pid_t, effect: Effect, syscall: String, creating: Bool) -> Denial? {
-        // The child's own /proc and /dev/shm (its mount namespace) are not ours to resolve; they have their rules.
-        if privateMounts.contains(where: { bytes.starts(with: $0) && (bytes.count == $0.count || bytes[$0.count] == UInt8(ascii: "/")) }) {
-            return nil
-        }
-        guard let base = baseDirectory(for: bytes, directory: directory, caller: caller) else { return nil }
-        let shown = displayPath(bytes, base: base)
-        let operation: Denial.Operation
-        let target: OwnedDescriptor
-        switch effect {
-        case .create, .remove:
-            if creating, let existing = open(bytes, base: base, follow: true, caller: caller) {
-                target = existing  // O_CREAT of an existing file: a write to it
-                operation = .write
-            } else {
-                guard let parent = openParent(bytes, base: base, caller: caller) else { return nil }
-                target = parent
-                operation = .write
+    /// call fails before Landlock is asked: a path that does not resolve, a
+    /// name made that exists, one removed that does not).
+    func predict(
+        _ raw: [CChar], directory: Int32?, caller: pid_t, effect: Effect, openFlags: Int32 = 0, syscall: String, powers: CallerPowers
+    ) -> Denial? {
+        guard let start = try? powers.withOurs({ () throws(Errno) -> CommandPaths.Start in
+            try paths.start(path: raw, directory: directory, emptyPath: false, follow: true, caller: caller)
+        }) else { return nil }
+        let predicted = try? powers.asChild { () throws(Errno) -> Denial? in
+            let shown = paths.shown(start)
+            var operation = Denial.Operation.write
+            let chain: [InodeIdentity]
+            /// The folder a name is made in or removed from; `exists`: whether the name must be there for Landlock to be asked.
+            func folder(exists: Bool?) throws(Errno) -> [InodeIdentity]? {
+                guard let parent = try paths.parent(start, caller: caller) else { return nil }
+                if let exists {
+                    var status = stat()
+                    guard (fstatat(parent.folder.rawValue, parent.name, &status, AT_SYMLINK_NOFOLLOW) == 0) == exists else { return nil }
+                }
+                return try walk(parent.folder)
             }
-        case .write:
-            guard let file = open(bytes, base: base, follow: true, caller: caller) else { return nil }
-            target = file
-            operation = .write
-        case .execute:
-            guard let file = open(bytes, base: base, follow: true, caller: caller) else { return nil }
-            target = file
-            operation = .execute
-        case .open:
-            guard let file = open(bytes, base: base, follow: true, caller: caller) else { return nil }
-            target = file
-            operation = .read
+            switch effect {
+            case .open where openFlags & O_CREAT != 0:
+                if let existing = try? paths.resolve(start, caller: caller) {
+                    guard openFlags & O_EXCL == 0 else { return nil }  // EEXIST
+                    chain = try self.chain(of: existing)  // O_CREAT of an existing file: a write to it
+                } else {
+                    guard let found = try folder(exists: nil) else { return nil }
+                    chain = found
+                }
+            case .open:
+                let writes = openFlags & O_ACCMODE != O_RDONLY || openFlags & O_TRUNC != 0
+                operation = writes ? .write : .read
+                chain = try self.chain(of: try paths.resolve(start, caller: caller))
+            case .create, .replace, .remove:
+                let exists: Bool? = switch effect {
+                case .create: false
+                case .remove: true
+                default: nil
+                }
+                guard let found = try folder(exists: exists) else { return nil }
+                chain = found
+            case .write:
+                chain = try self.chain(of: try paths.resolve(start, caller: caller))
+            case .execute:
+                operation = .execute
+                chain = try self.chain(of: try paths.resolve(start, caller: caller))
+            }
+            // Landlock grants the union of every rule that covers the path.
+            let covering = chain.flatMap { rulesByInode[$0] ?? [] }
+            let allowed: Bool = switch operation {
+            case .read: !covering.isEmpty
+            case .write: covering.contains { $0.rule.access == .readWrite }
+            case .execute: covering.contains { $0.rule.access == .readExecute }
+            default: true
+            }
+            guard !allowed else { return nil }
+            return Denial(
+                operation: operation, layer: .landlock, syscall: syscall, path: shown,
+                reason: reason(operation: operation, covering: covering.first?.rule, path: shown), errno: EACCES)
         }
-        guard let chain = walker.chain(of: target) else { return nil }
-        // Landlock grants the union of every rule that covers the path.
-        let covering = chain.flatMap { rulesByInode[$0] ?? [] }
-        let allowed: Bool = switch operation {
-        case .read: !covering.isEmpty
-        case .write: covering.contains { $0.rule.access == .readWrite }
-        case .execute: covering.contains { $0.rule.access == .readExecute }
-        default: true
-        }
-        guard !allowed else { return nil }
-        return Denial(
-            operation: operation, layer: .landlock, syscall: syscall, path: shown,
-            reason: reason(operation: operation, covering: covering.first?.rule, path: shown), errno: EACCES)
+        return predicted ?? nil
+    }
+
+    /// The identities of `resolved` and every folder above it, in the command's view.
+    private func chain(of resolved: CommandPaths.Resolved) throws(Errno) -> [InodeIdentity] {
+        if resolved.status.isDirectory { return try walk(resolved.target) }
+        if let folder = resolved.folder { return [resolved.status.inodeIdentity] + (try walk(folder)) }
+        let folder = try paths.folder(holding: resolved.target, identity: resolved.status.inodeIdentity, unlinked: false)
+        return [resolved.status.inodeIdentity] + (try walk(folder))
+    }
+
+    private func walk(_ folder: OwnedDescriptor) throws(Errno) -> [InodeIdentity] {
+        guard let chain = walker.chain(of: folder) else { throw .noSuchFileOrDirectory }
+        return chain
     }
 
     /// The most specific rule that covers the inode `target` holds.
     func covering(_ target: OwnedDescriptor) -> FolderRule? {
-        guard let chain = walker.chain(of: target) else { return nil }
+        guard let status = try? target.status(),
+              let chain = try? chain(of: CommandPaths.Resolved(target: target, status: status, folder: nil)) else { return nil }
         for identity in chain { if let root = rulesByInode[identity]?.first { return root.rule } }
         return nil
+    }
+
+    // MARK: Renames and links
+
+    static let moves: Set<String> = ["rename", "renameat", "renameat2", "link", "linkat"]
+
+    /// A rename or link: the folders' own rights first (Landlock answers
+    /// EACCES before EXDEV), then the reparenting rule.
+    private func observeMove(_ name: String, args: [UInt64], memory: ChildMemory, caller: pid_t, powers: CallerPowers) {
+        let renames = name.hasPrefix("rename")
+        let at = name != "rename" && name != "link"
+        let flags = name == "renameat2" || name == "linkat" ? UInt32(truncatingIfNeeded: args[4]) : 0
+        func string(_ index: Int) -> [CChar]? { try? memory.string(at: args[index], limit: Int(PATH_MAX), tooLong: .fileNameTooLong) }
+        guard let old = string(at ? 1 : 0), let new = string(at ? 3 : 1), new.count > 1 else { return }
+        let oldDirectory = at ? Int32(truncatingIfNeeded: args[0]) : nil
+        let newDirectory = at ? Int32(truncatingIfNeeded: args[2]) : nil
+        let exchange = renames && flags & 2 != 0  // RENAME_EXCHANGE: the destination moves back
+        var refused = false
+        if renames, old.count > 1, let denial = predict(old, directory: oldDirectory, caller: caller, effect: .remove, syscall: name, powers: powers) {
+            reporter.record(denial)
+            refused = true
+        }
+        let made: Effect = exchange ? .remove : renames ? .replace : .create
+        if let denial = predict(new, directory: newDirectory, caller: caller, effect: made, syscall: name, powers: powers) {
+            reporter.record(denial)
+            refused = true
+        }
+        guard !refused else { return }
+        let move = Move(
+            syscall: name, renames: renames, exchange: exchange, keepsDestination: !renames || flags & 1 != 0,  // RENAME_NOREPLACE
+            follow: !renames && flags & 0x400 != 0,  // AT_SYMLINK_FOLLOW
+            emptyPath: !renames && flags & UInt32(CSB_AT_EMPTY_PATH) != 0 && old.count <= 1)
+        if let denial = predictReparenting(move, old: old, oldDirectory: oldDirectory, new: new, newDirectory: newDirectory, caller: caller, powers: powers) {
+            reporter.record(denial)
+        }
+    }
+
+    struct Move {
+        let syscall: String
+        let renames: Bool
+        let exchange: Bool
+        /// A link, or RENAME_NOREPLACE: an existing destination is EEXIST, before Landlock is asked.
+        let keepsDestination: Bool
+        /// linkat's AT_SYMLINK_FOLLOW: the file a link (or /proc/self/fd/N) leads to is linked.
+        let follow: Bool
+        /// linkat's AT_EMPTY_PATH with an empty path: the descriptor's file is linked.
+        let emptyPath: Bool
+    }
+
+    /// Landlock's reparenting rule, as the kernel will apply it to the
+    /// command's layer and to the layers that keep writable folders apart.
+    private func predictReparenting(
+        _ move: Move, old: [CChar], oldDirectory: Int32?, new: [CChar], newDirectory: Int32?, caller: pid_t, powers: CallerPowers
+    ) -> Denial? {
+        guard let reparenting,
+              let (source, destination) = try? powers.withOurs({ () throws(Errno) -> (CommandPaths.Start, CommandPaths.Start) in
+                  (try paths.start(path: old, directory: oldDirectory, emptyPath: move.emptyPath, follow: move.follow, caller: caller),
+                   try paths.start(path: new, directory: newDirectory, emptyPath: false, follow: false, caller: caller))
+              }) else { return nil }
+        let predicted = try? powers.asChild { () throws(Errno) -> Denial? in
+            // What moves, the folder it leaves, and the mount the kernel compares.
+            let moved: stat
+            let folder: OwnedDescriptor
+            let mounted: OwnedDescriptor
+            switch source {
+            case .descriptor(let file):
+                // A /proc/self/fd/N link not followed is procfs's own: another mount.
+                guard move.emptyPath || move.follow else { return nil }
+                moved = try file.status()
+                guard !moved.isDirectory else { return nil }  // folders are never linked
+                folder = try paths.folder(holding: file, identity: moved.inodeIdentity, unlinked: true)
+                mounted = file
+            case .path where move.follow:
+                let resolved = try paths.resolve(source, caller: caller)
+                moved = resolved.status
+                if let known = resolved.folder {
+                    folder = known
+                } else {
+                    folder = try paths.folder(holding: resolved.target, identity: moved.inodeIdentity, unlinked: true)
+                }
+                mounted = resolved.target
+            case .path:
+                guard let parent = try paths.parent(source, caller: caller) else { return nil }
+                let item = OwnedDescriptor(taking: try syscallRetrying { csb_openat2_path(parent.folder.rawValue, parent.name, 0) })
+                moved = try item.status()
+                folder = parent.folder
+                mounted = move.renames ? parent.folder : item
+            }
+            guard let target = try paths.parent(destination, caller: caller) else { return nil }
+            var existing = stat()
+            let exists = fstatat(target.folder.rawValue, target.name, &existing, AT_SYMLINK_NOFOLLOW) == 0
+            guard exists ? !move.keepsDestination : !move.exchange else { return nil }  // EEXIST, or ENOENT
+            // Within one folder there is no reparenting.
+            let sourceFolder = try walk(folder)
+            let destinationFolder = try walk(target.folder)
+            guard sourceFolder.first != destinationFolder.first else { return nil }
+            // On two mounts, the kernel answers EXDEV before Landlock is asked: not the sandbox's doing.
+            var sourceMount: UInt64 = 0
+            var destinationMount: UInt64 = 0
+            guard csb_mount_id(mounted.rawValue, &sourceMount) == 0, csb_mount_id(target.folder.rawValue, &destinationMount) == 0,
+                  sourceMount == destinationMount else { return nil }
+            guard let why = reparentingRefusal(
+                moved: moved, from: sourceFolder, to: destinationFolder, exchange: move.exchange, mode: reparenting.mode,
+                writable: reparenting.folders) else { return nil }
+            return Denial(
+                operation: move.renames ? .rename : .link, layer: .landlock, syscall: move.syscall, path: paths.shown(source),
+                reason: why, errno: EXDEV, destination: paths.shown(destination))
+        }
+        return predicted ?? nil
+    }
+
+    /// Why the kernel will refuse to move `moved` from the folder whose chain
+    /// is `source` into the one whose chain is `destination`, or nil.
+    func reparentingRefusal(
+        moved: stat, from source: [InodeIdentity], to destination: [InodeIdentity], exchange: Bool,
+        mode: ReparentingLayers.Mode, writable: [(rule: FolderRule, identity: InodeIdentity)]
+    ) -> String? {
+        let sourceRules = source.flatMap { rulesByInode[$0] ?? [] }
+        let destinationRules = destination.flatMap { rulesByInode[$0] ?? [] }
+        let rule = "Landlock's reparenting rule"
+        // The command's layer allows REFER in the writable folders (and the
+        // private /dev/shm) unless they cannot be kept apart.
+        func refers(_ rules: [Root]) -> Bool {
+            rules.contains { $0.isDirectory && $0.rule.access == .readWrite && ($0.rule.name == "namespace" || mode != .refused) }
+        }
+        for (rules, direction) in [(sourceRules, "out of"), (destinationRules, "into")] where !refers(rules) {
+            if mode == .refused, rules.contains(where: { $0.isDirectory && $0.rule.access == .readWrite }) {
+                let why = writable.count > ReparentingLayers.maximumLayers
+                    ? "more than \(ReparentingLayers.maximumLayers) writable folders"
+                    : "this kernel's Landlock cannot keep writable folders apart (IOCTL_DEV, ABI 5, is missing)"
+                return "\(rule): nothing is renamed or linked into another folder, in any writable folder (\(why)); copy instead (mv does)"
+            }
+            return "\(rule): \(place(rules)) is not writable, and nothing is moved or linked \(direction) such a folder; copy instead"
+        }
+        // No right gained: the moved file's own rules count at the source.
+        let own = rulesByInode[moved.inodeIdentity] ?? []
+        let relevant: Landlock.FileAccess = moved.isDirectory ? .handled(byABI: Landlock.newestKnownABI) : .fileOnly
+        let sourceRights = rights(own + sourceRules).intersection(relevant)
+        let destinationRights = rights(destinationRules).intersection(relevant)
+        if !destinationRights.isSubset(of: sourceRights) || exchange && !sourceRights.isSubset(of: destinationRights) {
+            return "\(rule): the file would gain rights in \(place(destinationRules)) that it has not in \(place(sourceRules)); copy instead"
+        }
+        guard mode == .separated else { return nil }
+        let writableIdentities = Set(writable.map(\.identity))
+        let leaving = Set(([moved.inodeIdentity] + source).filter(writableIdentities.contains))
+        let entering = Set(destination.filter(writableIdentities.contains))
+        let gained = entering.subtracting(leaving)
+        let lost = exchange ? leaving.subtracting(entering).subtracting([moved.inodeIdentity]) : []
+        guard !gained.isEmpty || !lost.isEmpty else { return nil }
+        let into = writable.filter { gained.union(lost).contains($0.identity) }.map { describe($0.rule) }.joined(separator: " and ")
+        return "\(rule): from \(place(sourceRules)) into \(into), another writable folder: each keeps its files to itself "
+            + "(one Landlock layer each), so that no hard link outlives a grant; copy instead (mv does)"
+    }
+
+    /// What the command's layer grants under `rules`.
+    private func rights(_ rules: [Root]) -> Landlock.FileAccess {
+        rules.reduce(into: []) { union, root in
+            var granted: Landlock.FileAccess = switch root.rule.access {
+            case .readOnly: .readOnly
+            case .readExecute: .readExecute
+            case .readWrite: .readWrite
+            }
+            if !root.isDirectory { granted.formIntersection(.fileOnly) }
+            union.formUnion(granted)
+        }
+    }
+
+    /// The most specific of `rules` (chain order: innermost first), in the user's words.
+    private func place(_ rules: [Root]) -> String {
+        guard let rule = rules.first?.rule else { return "a folder outside every grant" }
+        return describe(rule)
+    }
+
+    private func describe(_ rule: FolderRule) -> String {
+        switch rule.name {
+        case "container": "the app's container"
+        case "system": "the policy's system path \(Printable.path(bytes: rule.path.bytes))"
+        case "namespace": "the sandbox's own \(Printable.path(bytes: rule.path.bytes))"
+        default: "grant \(rule.name)"
+        }
+    }
+
+    // MARK: Known probes
+
+    /// bash's check_dev_tty(): open("/dev/tty", O_RDWR | O_NONBLOCK) at start, closed at once.
+    static func openProbe(_ raw: [CChar], flags: Int32) -> String? {
+        guard raw.prefix(while: { $0 != 0 }).elementsEqual("/dev/tty".utf8.map { CChar(bitPattern: $0) }),
+              flags & O_ACCMODE == O_RDWR, flags & O_NONBLOCK != 0, flags & O_CREAT == 0 else { return nil }
+        return "bash opens /dev/tty at start to see whether it has a controlling terminal, and goes on without"
+    }
+
+    /// glibc's nscd client: socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0).
+    static func socketProbe(_ args: [UInt64]) -> String? {
+        guard args[0] == 1, UInt32(truncatingIfNeeded: args[1]) == 0x80801, args[2] == 0 else { return nil }
+        return "the socket glibc opens to ask the nscd cache about users, groups and hosts (others may open one alike); "
+            + "without it, glibc reads /etc/passwd and the like itself"
     }
 
     /// The advice, in the vocabulary of grants and policy keys.
@@ -209,6 +461,8 @@ final class DenialObserver {
         if let rule {
             let verb = operation == .execute ? "executing" : "writing"
             switch rule.name {
+            case "namespace":
+                return "is in the sandbox's own \(Printable.path(bytes: rule.path.bytes)), which is \(rule.access.rawValue)"
             case "system":
                 return "is in the policy's system path \(Printable.path(bytes: rule.path.bytes)), which is \(rule.access.rawValue) in policy \(policyName); \(verb) needs \(key)"
             case "container":
@@ -240,60 +494,5 @@ final class DenialObserver {
             reason = "policy \(policyName) has no network entitlement: com.apple.security.network.client (outgoing) or com.apple.security.network.server (listening)"
         }
         return Denial(operation: .network, layer: .syscallFilter, syscall: "socket", path: nil, reason: "\(name): \(reason)", errno: EACCES)
-    }
-
-    // MARK: resolution, as the child would (with our powers: only predicting)
-
-    /// The folder a relative path starts from: the caller's cwd or its descriptor.
-    private func baseDirectory(for bytes: [UInt8], directory: Int32, caller: pid_t) -> OwnedDescriptor? {
-        if bytes.first == UInt8(ascii: "/") { return Self.openRaw("/", follow: true) }
-        if directory == AT_FDCWD { return Self.openRaw("/proc/\(caller)/cwd", follow: true) }
-        guard directory >= 0 else { return nil }
-        return Self.openRaw("/proc/\(caller)/fd/\(directory)", follow: true)
-    }
-
-    private func open(_ bytes: [UInt8], base: OwnedDescriptor, follow: Bool, caller: pid_t = 0) -> OwnedDescriptor? {
-        let rewritten = Self.rewriteProcSelf(bytes, caller: caller)
-        let fd = (rewritten + [0]).withUnsafeBufferPointer { buffer in
-            buffer.withMemoryRebound(to: CChar.self) { csb_openat2_path(base.rawValue, $0.baseAddress, follow ? 1 : 0) }
-        }
-        return fd >= 0 ? OwnedDescriptor(taking: fd) : nil
-    }
-
-    private func openParent(_ bytes: [UInt8], base: OwnedDescriptor, caller: pid_t) -> OwnedDescriptor? {
-        var trimmed = bytes[...]
-        while trimmed.count > 1, trimmed.last == UInt8(ascii: "/") { trimmed = trimmed.dropLast() }
-        guard let slash = trimmed.lastIndex(of: UInt8(ascii: "/")) else { return Self.dup(base) }
-        let parent = slash == trimmed.startIndex ? [UInt8(ascii: "/")] : Array(trimmed[..<slash])
-        return open(parent, base: base, follow: true, caller: caller)
-    }
-
-    /// /proc/self would name the launcher: the observer only predicts, but should predict for the child.
-    private static func rewriteProcSelf(_ bytes: [UInt8], caller: pid_t) -> [UInt8] {
-        guard caller > 0 else { return bytes }
-        for prefix in ["/proc/self", "/proc/thread-self"] {
-            let head = Array(prefix.utf8)
-            if bytes.starts(with: head), bytes.count == head.count || bytes[head.count] == UInt8(ascii: "/") {
-                return Array("/proc/\(caller)".utf8) + bytes[head.count...]
-            }
-        }
-        return bytes
-    }
-
-    private static func dup(_ fd: OwnedDescriptor) -> OwnedDescriptor? {
-        let copy = fcntl(fd.rawValue, F_DUPFD_CLOEXEC, 0)
-        return copy >= 0 ? OwnedDescriptor(taking: copy) : nil
-    }
-
-    private static func openRaw(_ path: String, follow: Bool) -> OwnedDescriptor? {
-        let fd = csb_open_path(AT_FDCWD, path, follow ? 1 : 0)
-        return fd >= 0 ? OwnedDescriptor(taking: fd) : nil
-    }
-
-    /// What the user sees: an absolute path as given, a relative one after its base folder's path.
-    private func displayPath(_ bytes: [UInt8], base: OwnedDescriptor) -> [UInt8] {
-        if bytes.first == UInt8(ascii: "/") { return bytes }
-        guard let folder = FilePath.ofDescriptor(base.rawValue) else { return bytes }
-        return folder.bytes + [UInt8(ascii: "/")] + bytes
     }
 }

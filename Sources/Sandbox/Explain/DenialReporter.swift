@@ -6,8 +6,9 @@ import SystemPackage
 /// terminal (`--explain`), appends each to a JSON-lines log (`--denials`),
 /// and counts them all for the closing line. Memory and output are bounded
 /// whatever the command does: a hostile command can make millions of
-/// distinct denials, but the table holds `distinctLimit` and the log
-/// `logLimit` records, then counts only.
+/// distinct denials, but the table holds `distinctLimit`, and the log
+/// `logLimit` records and `logBytes` bytes (one record that says it was
+/// cut and the closing record included), then counts only.
 public final class DenialReporter: @unchecked Sendable {
     /// Where `--explain` prints (the launcher's stderr), or nil.
     let terminal: CInt?
@@ -15,19 +16,33 @@ public final class DenialReporter: @unchecked Sendable {
     let log: OwnedDescriptor?
     public static let distinctLimit = 4096
     public static let logLimit = 100_000
+    /// `--denials-limit`'s default: 16 MiB.
+    public static let defaultLogBytes = 16 << 20
+    /// The smallest `--denials-limit`: room for a few records and the two closing ones.
+    public static let minimumLogBytes = 4096
+    /// Kept free for the record that says the log was cut and the closing
+    /// one: both are a few numbers long.
+    static let closingBytes = 512
+    /// The most the log may hold, in bytes.
+    let logBytes: Int
 
     public private(set) var total = 0
     public private(set) var byOperation: [Denial.Operation: Int] = [:]
+    /// How many of `total` were known probes (`Denial.probe`).
+    public private(set) var probes = 0
     /// Distinct denials and how often each happened, in first-seen order.
     private var seen: [Denial: Int] = [:]
     private var order: [Denial] = []
     private var unlisted = 0
     private var logged = 0
+    private var loggedBytes = 0
+    private var logCut = false
     private var logFailed = false
 
-    public init(terminal: CInt?, log: OwnedDescriptor?) {
+    public init(terminal: CInt?, log: OwnedDescriptor?, logBytes: Int = DenialReporter.defaultLogBytes) {
         self.terminal = terminal
         self.log = log
+        self.logBytes = max(logBytes, Self.minimumLogBytes)
     }
 
     /// Whether anything beyond counting was asked for (the observer runs only then).
@@ -36,6 +51,7 @@ public final class DenialReporter: @unchecked Sendable {
     public func record(_ denial: Denial) {
         total += 1
         byOperation[denial.operation, default: 0] += 1
+        if denial.probe != nil { probes += 1 }
         if let count = seen[denial] {
             seen[denial] = count + 1
         } else if seen.count < Self.distinctLimit {
@@ -45,42 +61,55 @@ public final class DenialReporter: @unchecked Sendable {
         } else {
             unlisted += 1
         }
-        guard let log, !logFailed else { return }
-        if logged < Self.logLimit {
+        guard let log, !logFailed, !logCut else { return }
+        let line = denial.json + "\n"
+        let size = line.utf8.count
+        if logged < Self.logLimit, loggedBytes + size + Self.closingBytes <= logBytes {
             logged += 1
-            logFailed = !Self.write(denial.json + "\n", to: log.rawValue)
-        } else if logged == Self.logLimit {
-            logged += 1
-            logFailed = !Self.write(JSONText.object([("limit", String(Self.logLimit)), ("type", JSONText.quote("truncated"))]) + "\n", to: log.rawValue)
+            loggedBytes += size
+            logFailed = !Self.write(line, to: log.rawValue)
+            return
         }
+        // Said once; the command runs on, and its denials are still counted.
+        logCut = true
+        let cut = JSONText.object([
+            ("bytes", String(logBytes)), ("limit", String(Self.logLimit)), ("records", String(logged)),
+            ("type", JSONText.quote("truncated")),
+            ("why", JSONText.quote(logged >= Self.logLimit ? "record limit" : "byte limit (--denials-limit)")),
+        ]) + "\n"
+        loggedBytes += cut.utf8.count
+        logFailed = !Self.write(cut, to: log.rawValue)
     }
 
-    /// "3 denials (2 reads, 1 write)".
+    static let operations: [Denial.Operation] = [.read, .write, .execute, .metadata, .syscall, .network, .rename, .link]
+
+    /// "3 denials (2 reads, 1 write)", and how many were expected probes.
     public var countText: String {
-        let parts = [Denial.Operation.read, .write, .execute, .metadata, .syscall, .network].compactMap { operation -> String? in
+        let parts = Self.operations.compactMap { operation -> String? in
             guard let count = byOperation[operation], count > 0 else { return nil }
             let noun = operation == .network ? "network" : operation.rawValue
             return "\(count) \(noun)\(count == 1 || operation == .network ? "" : "s")"
         }
-        return "\(total) denial\(total == 1 ? "" : "s") (\(parts.joined(separator: ", ")))"
+        let marked = probes == 0 ? "" : "; \(probes) of them expected probe\(probes == 1 ? "" : "s")"
+        return "\(total) denial\(total == 1 ? "" : "s") (\(parts.joined(separator: ", "))\(marked))"
     }
 
     /// The closing line when the command failed after denials, nil otherwise;
     /// also writes the log's final record (always, when there is a log).
     public func finish(_ termination: Termination) -> String? {
         if let log, !logFailed {
-            var fields: [(String, String)] = [("denials", String(total))]
-            for operation in [Denial.Operation.execute, .metadata, .network, .read, .syscall, .write] {
+            var fields: [(String, String)] = [("denials", String(total)), ("probes", String(probes)), ("type", JSONText.quote("end"))]
+            for operation in Self.operations {
                 fields.append((operation.rawValue + "s", String(byOperation[operation] ?? 0)))
             }
             switch termination {
-            case .exited(let code): fields.insert(("exit", String(code)), at: 1)
+            case .exited(let code): fields.append(("exit", String(code)))
             case .signaled(let signal): fields.append(("signal", String(signal)))
             }
-            fields.append(("type", JSONText.quote("end")))
-            _ = Self.write(JSONText.object(fields) + "\n", to: log.rawValue)
+            _ = Self.write(JSONText.object(fields.sorted { $0.0 < $1.0 }) + "\n", to: log.rawValue)
         }
-        guard termination != .exited(0), total > 0 else { return nil }
+        // Probes alone did not make the command fail: no line to send the user after them.
+        guard termination != .exited(0), total > probes else { return nil }
         let how = switch termination {
         case .exited(let code): "exit \(code)"
         case .signaled(let signal): "killed by signal \(signal)"
@@ -141,6 +170,25 @@ public enum DenialLog {
             throw .usage("--denials \(Printable.path(bytes: path.bytes)): the file has other names (hard links); name a file with one")
         }
         return file
+    }
+
+    /// `--denials-limit`: bytes, or a number with K, M or G (KiB, MiB, GiB),
+    /// from `DenialReporter.minimumLogBytes` to 1 TiB; anything else is a usage error.
+    public static func byteLimit(_ text: String) throws(SandboxError) -> Int {
+        let units: [Character: Int] = ["K": 1 << 10, "M": 1 << 20, "G": 1 << 30]
+        var digits = Substring(text)
+        var unit = 1
+        if let last = digits.last, let scale = units[last] {
+            unit = scale
+            digits = digits.dropLast()
+        }
+        let maximum = 1 << 40
+        guard !digits.isEmpty, digits.count <= 13, digits.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
+              let number = Int(digits), number <= maximum / unit, number * unit >= DenialReporter.minimumLogBytes else {
+            throw .usage("--denials-limit \(Printable.message(text)): give bytes, or a number with K, M or G (KiB, MiB, GiB), "
+                + "from \(DenialReporter.minimumLogBytes) to 1024G; for example 16M")
+        }
+        return number * unit
     }
 
     /// Refuses a log the sandbox can reach, then empties it.
