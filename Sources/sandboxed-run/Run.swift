@@ -210,7 +210,9 @@ struct RunOptions {
             guard denialsFile != nil else { throw SandboxError.usage("--denials-limit needs --denials FILE: it bounds that log") }
             request.denialLogBytes = try DenialLog.byteLimit(denialsLimit)
         }
-        if let denialsFile { request.denialLog = try DenialLog.open(FilePath(Broker.absolute(denialsFile))) }
+        if let denialsFile { request.denialLog = try DenialLog.open(
+                try Broker.absolute(RawArguments.value(of: "--denials") ?? FilePath(denialsFile)) { SandboxError.usage("--denials \(denialsFile): \($0)") },
+                trust: UnconfinedPath.trust()) }
         if !grants.isEmpty {
             let launchGrants = try GrantResolver.launchGrants(
                 app: request.app, policy: policy, onStale: onStale ?? (GrantResolver.hasTerminal ? .prompt : .fail),

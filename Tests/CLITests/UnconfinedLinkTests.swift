@@ -140,6 +140,25 @@ import Testing
         #expect(try String(contentsOfFile: outside + "/notes.md", encoding: .utf8) == "private\n")
     }
 
+    /// `--denials FILE` is a path the launcher writes: never through a link an
+    /// app planted, never where an app could write (it would forge the log, or
+    /// have the launcher append to a file it chose), never another user's file.
+    @Test func theDenialsLogIsWalkedAndPlacedAsEveryUnconfinedPath() throws {
+        let scene = try Scene()
+        _ = try scene.run(["grants", "revoke", "--app", "com.example.memo"])
+        func run(_ log: String) throws -> CLI.Result {
+            try scene.run(["run", "--app", "com.example.other", "--denials", log, "--", "/bin/cat", "/etc/shadow"])
+        }
+        let through = try run(scene.vault + "/Daily/notes.md")
+        #expect(through.status == 125 && through.stderr.contains("is a symbolic link inside a folder an app can write or once could"), "\(through)")
+        let inside = try run(scene.vault + "/denials.jsonl")
+        #expect(inside.status == 125 && inside.stderr.contains("it lies inside a folder an app can write or once could"), "\(inside)")
+        #expect(!FileManager.default.fileExists(atPath: scene.vault + "/denials.jsonl"))
+        #expect(scene.untouched)
+        let fine = try run(scene.home.path + "/denials.jsonl")
+        #expect(fine.status == 1 && FileManager.default.fileExists(atPath: scene.home.path + "/denials.jsonl"), "\(fine)")
+    }
+
     /// Links the user made outside every app's folders are followed as before.
     @Test func theUsersOwnLinksAreFollowed() throws {
         let scene = try Scene()

@@ -147,27 +147,45 @@ public final class DenialReporter: @unchecked Sendable {
 /// or when it lies where the sandbox can read or write (a grant, the
 /// container, a system path): the command could then rewrite its own log.
 public enum DenialLog {
-    public static func open(_ path: FilePath) throws(SandboxError) -> OwnedDescriptor {
-        let notRegular = SandboxError.usage("--denials \(Printable.path(bytes: path.bytes)): not a regular file (a FIFO, device or folder); name a new or regular file")
+    /// Opens (creating it 0600) the log at `path`, an absolute path. Its
+    /// folder is found as every unconfined path is (`trust`: no link an app
+    /// or another user could have planted is followed), and the log is
+    /// refused where an app could write or once could (it would forge the
+    /// log, or have the launcher append to a file of its choosing), and when
+    /// someone else could have written it. Only a regular file with one name.
+    public static func open(_ path: FilePath, trust: LinkTrust) throws(SandboxError) -> OwnedDescriptor {
+        let shown = Printable.path(bytes: path.bytes)
+        let notRegular = SandboxError.usage("--denials \(shown): not a regular file (a FIFO, device or folder); name a new or regular file")
+        guard path.isAbsolute, let leaf = path.lastComponent, leaf.kind == .regular else {
+            throw .usage("--denials \(shown): name a file by its absolute path")
+        }
+        let folder = try SafeWalk.openFolder(path.removingLastComponent(), trust: trust) { SandboxError.usage("--denials \(shown): \($0)") }
+        if let reason = trust.appMayHaveWritten(folder) {
+            throw .usage("--denials \(shown): it lies \(reason): the command could forge or redirect its own log; put it outside")
+        }
+        let name = FilePath(root: nil, [leaf])
         // Looked at before opening it: opening a device can have effects of its own.
-        let probe = path.withPlatformString { csb_open_path(AT_FDCWD, $0, 0) }
-        if probe >= 0 {
-            let existing = OwnedDescriptor(taking: probe)
-            guard let status = try? existing.status(), (status.st_mode & S_IFMT) == S_IFREG || (status.st_mode & S_IFMT) == S_IFLNK else { throw notRegular }
+        var named = stat()
+        if name.withPlatformString({ fstatat(folder.rawValue, $0, &named, AT_SYMLINK_NOFOLLOW) }) == 0 {
+            if named.st_mode & S_IFMT == S_IFLNK { throw .usage("--denials \(shown): it is a symbolic link; name the file itself") }
+            guard named.st_mode & S_IFMT == S_IFREG else { throw notRegular }
         }
         // No O_TRUNC yet: a file in a grant must be refused untouched.
         let flags = O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY
-        let fd = path.withPlatformString { Glibc.open($0, flags, 0o600) }
+        let fd = name.withPlatformString { openat(folder.rawValue, $0, flags, 0o600) }
         guard fd >= 0 else {
             let error = Errno(rawValue: errno)
             if error.rawValue == ENXIO { throw notRegular }  // a FIFO swapped in: O_NONBLOCK
             let why = error == .tooManySymbolicLinkLevels ? "it is a symbolic link; name the file itself" : error.description
-            throw .usage("--denials \(Printable.path(bytes: path.bytes)): \(why)")
+            throw .usage("--denials \(shown): \(why)")
         }
         let file = OwnedDescriptor(taking: fd)
         guard let status = try? file.status(), (status.st_mode & S_IFMT) == S_IFREG else { throw notRegular }
         guard status.st_nlink <= 1 else {
-            throw .usage("--denials \(Printable.path(bytes: path.bytes)): the file has other names (hard links); name a file with one")
+            throw .usage("--denials \(shown): the file has other names (hard links); name a file with one")
+        }
+        if let reason = trust.ownershipRefusal(ofFile: status, in: folder) {
+            throw .usage("--denials \(shown): \(reason); name a file of your own")
         }
         return file
     }
