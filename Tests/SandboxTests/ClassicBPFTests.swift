@@ -248,6 +248,30 @@ import CSandbox
         ])
     }
 
+    /// RENAME_WHITEOUT leaves a 0:0 character device at the old name, which
+    /// Landlock does not count as making one: the guard refuses the flag.
+    @Test func renamingWithAWhiteoutIsRefused() throws {
+        let scratch = Scratch()
+        let code = """
+            import stat
+            folder = os.path.join(sys.argv[3], sys.argv[2])
+            renameat2 = 316 if os.uname().machine == "x86_64" else 276
+            for name in ("a", "b", "c"): open(os.path.join(folder, name), "w").close()
+            def rename(source, target, flags):
+                return libc.syscall(renameat2, -100, os.path.join(folder, source).encode(), -100, os.path.join(folder, target).encode(), flags)
+            report("whiteout", rename("a", "a2", 4))
+            report("whiteout-high-bits", rename("b", "b2", (1 << 32) | 4))
+            report("noreplace", rename("c", "c2", 1))
+            print(sorted(name for name in os.listdir(folder) if stat.S_ISCHR(os.lstat(os.path.join(folder, name)).st_mode)))
+            """
+        for mode in ["bare", "guarded"] {
+            try FileManager.default.createDirectory(atPath: scratch.path + "/" + mode, withIntermediateDirectories: false)
+        }
+        let (bare, guarded) = try run(code, [scratch.path])
+        #expect(bare == ["whiteout ok", "whiteout-high-bits ok", "noreplace ok", "['a', 'b']"])
+        #expect(guarded == ["whiteout EPERM", "whiteout-high-bits EPERM", "noreplace ok", "[]"])
+    }
+
     @Test func accessModeThreeIsRefusedWhereverTheFileIs() throws {
         // Mode 3 asks Landlock for no right at all: refused by the guard
         // itself, whatever else the flags say; modes 0 to 2 are Landlock's.

@@ -517,6 +517,7 @@ extension SyscallFilter {
     /// - setpriority, sched_setaffinity, sched_setscheduler, sched_setparam,
     ///   sched_setattr: the caller only (pid 0; setpriority PRIO_PROCESS 0),
     ///   EPERM for any other process;
+    /// - renameat2 with RENAME_WHITEOUT: EPERM (it makes a device node);
     /// - any other architecture or the x32 numbers: ENOSYS.
     func argumentGuard() throws(SandboxError) -> [UInt8] {
         if let compiled = Self.compiledGuard(options) { return compiled.withUnsafeBytes { Array($0) } }
@@ -539,7 +540,7 @@ extension SyscallFilter {
         let fcntl = program.newLabel("fcntl"), setpriority = program.newLabel("setpriority")
         let pidIn = [0, 1].map { program.newLabel("pid-in-\($0)") }
         let allow = program.newLabel("allow"), eperm = program.newLabel("eperm"), enosys = program.newLabel("enosys")
-        let eacces = program.newLabel("eacces")
+        let eacces = program.newLabel("eacces"), renameat2 = program.newLabel("renameat2")
 
         program.load(Field.arch)
         program.jump(if: .equal, seccomp_arch_native(), else: enosys)
@@ -551,7 +552,7 @@ extension SyscallFilter {
             ("openat", openat), ("open", open), ("creat", modeIn[0]),
             ("mknodat", modeIn[1]), ("mknod", modeIn[0]), ("openat2", enosys),
             ("setpriority", setpriority), ("sched_setaffinity", pidIn[0]), ("sched_setscheduler", pidIn[0]),
-            ("sched_setparam", pidIn[0]), ("sched_setattr", pidIn[0]), ("fcntl", fcntl),
+            ("sched_setparam", pidIn[0]), ("sched_setattr", pidIn[0]), ("fcntl", fcntl), ("renameat2", renameat2),
         ]
         for (name, label) in dispatch {
             // arm64 has no open, creat or mknod: libseccomp names them by
@@ -597,6 +598,13 @@ extension SyscallFilter {
         program.place(fcntl)
         program.load(Field.low(1))
         program.jump(if: .equal, 1024, then: eperm, else: allow)  // F_SETLEASE
+
+        // RENAME_WHITEOUT leaves a 0:0 character device where the name was
+        // (overlayfs's whiteout), which Landlock does not count as making
+        // one: a device node in the user's vault is no file of theirs.
+        program.place(renameat2)
+        program.load(Field.low(4))
+        program.jump(if: .anyBitSet, 4, then: eperm, else: allow)  // RENAME_WHITEOUT
 
         program.place(setpriority)
         program.load(Field.low(0))
