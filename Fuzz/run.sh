@@ -24,13 +24,20 @@ rm -f "$toolset"
 mkdir -p Fuzz/findings
 corpus="$(mktemp -d)"
 trap 'rm -rf "$corpus" /tmp/sandboxed-run-fuzz-*' EXIT
-options=()
+flags=()
+corpora=("$corpus")
 if [ "$target" = policy ]; then
     # New inputs go to the first folder; the committed seeds stay as they are.
-    # An input that takes a second is a finding: the reader is meant to be linear.
+    # An input that takes two seconds is a finding: the reader is meant to be
+    # linear (on a loaded machine, pass a larger -timeout=N, which wins).
     python3 Fuzz/policy-seeds.py --large "$corpus"
-    options=(-timeout=2 -dict=Fuzz/policy.dict "$corpus" Fuzz/PolicyCorpus)
-else
-    options=("$corpus")
+    flags=(-timeout=2 -dict=Fuzz/policy.dict)
+    corpora=("$corpus" Fuzz/PolicyCorpus)
 fi
-".build-fuzz/debug/$target-fuzzer" -max_total_time="$seconds" -artifact_prefix=Fuzz/findings/ -print_final_stats=1 "$@" "${options[@]}"
+# A corpus folder among the arguments goes first: new inputs are kept there.
+extra=()
+for argument in "$@"; do
+    if [ -d "$argument" ]; then corpora=("$argument" "${corpora[@]}"); else extra+=("$argument"); fi
+done
+".build-fuzz/debug/$target-fuzzer" -max_total_time="$seconds" -artifact_prefix=Fuzz/findings/ -print_final_stats=1 \
+    "${flags[@]}" "${extra[@]}" "${corpora[@]}"
