@@ -16,8 +16,10 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
     ],
     targets: [
-        // Raw syscalls, copied kernel structs and the post-fork child.
-        .target(name: "CSandbox"),
+        // Thin syscall wrappers and copied kernel structs, one file per concern.
+        .target(name: "CSyscalls"),
+        // The only code between fork and exec: the keeper and the confined child.
+        .target(name: "CLaunch", dependencies: ["CSyscalls"]),
         .systemLibrary(name: "CSeccomp", pkgConfig: "libseccomp", providers: [.apt(["libseccomp-dev"])]),
         .systemLibrary(name: "CCap", pkgConfig: "libcap", providers: [.apt(["libcap-dev"])]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
@@ -32,10 +34,15 @@ let package = Package(
                 .embedInCode("networked.plist"),
             ]
         ),
+        // The floor: descriptors, paths as bytes, retrying, escaping, one
+        // ancestry walker, link trust, one resolver of a child's paths. No policy.
+        .target(name: "SystemKit", dependencies: ["CSyscalls", .product(name: "SystemPackage", package: "swift-system")]),
+        // Bounded readers of XML and binary property lists and JSON (policies, placeholders).
+        .target(name: "PropertyLists", dependencies: ["SystemKit"]),
         .target(
             name: "Sandbox",
             dependencies: [
-                "CSandbox", "CSeccomp", "CCap", "Policies",
+                "SystemKit", "PropertyLists", "CSyscalls", "CLaunch", "CSeccomp", "CCap",
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),
@@ -43,15 +50,16 @@ let package = Package(
         .target(
             name: "Grants",
             dependencies: [
-                "Sandbox", "CSandbox", "CSQLite",
+                "Sandbox", "SystemKit", "CSyscalls", "CSQLite",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),
-        // Coordinated writes into folders a sync daemon also touches: no crypto, no SQLite.
+        // Coordinated writes into folders a sync daemon also touches: the floor
+        // only (no seccomp, no capabilities, no crypto, no SQLite).
         .target(
             name: "Coordination",
-            dependencies: ["Sandbox", "CSandbox", .product(name: "SystemPackage", package: "swift-system")],
+            dependencies: ["SystemKit", "PropertyLists", "CSyscalls", .product(name: "SystemPackage", package: "swift-system")],
             exclude: ["PROTOCOL.md"]
         ),
         .executableTarget(
@@ -67,9 +75,9 @@ let package = Package(
             dependencies: ["Grants", "Sandbox", .product(name: "Crypto", package: "swift-crypto")],
             path: "Fuzz/BookmarkFuzzer"
         ),
-        .executableTarget(name: "policy-fuzzer", dependencies: ["Sandbox"], path: "Fuzz/PolicyFuzzer"),
-        .testTarget(name: "SandboxTests", dependencies: ["Sandbox", "CSandbox", "CSeccomp"]),
-        .testTarget(name: "GrantsTests", dependencies: ["Grants", "Sandbox", "CSandbox"]),
+        .executableTarget(name: "policy-fuzzer", dependencies: ["Sandbox", "Policies"], path: "Fuzz/PolicyFuzzer"),
+        .testTarget(name: "SandboxTests", dependencies: ["Sandbox", "CSyscalls", "CLaunch", "CSeccomp", "Policies"]),
+        .testTarget(name: "GrantsTests", dependencies: ["Grants", "Sandbox", "CSyscalls"]),
         .testTarget(name: "CLITests", dependencies: ["sandboxed-run", "grants-benchmark"]),
         .testTarget(name: "CoordinationTests", dependencies: ["Coordination", "Sandbox", "sandboxed-run"]),
     ],

@@ -1,4 +1,4 @@
-import Sandbox
+import SystemKit
 import SystemPackage
 
 /// Why a coordinated read or write did not happen. When one is thrown, the

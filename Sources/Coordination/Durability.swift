@@ -1,6 +1,6 @@
 @preconcurrency import Glibc
-import CSandbox
-import Sandbox
+import CSyscalls
+import SystemKit
 import SystemPackage
 
 /// What "exit 0 means durable" needs: fsync of files and folders, renames

@@ -1,6 +1,6 @@
 @preconcurrency import Glibc
-import CSandbox
-import Sandbox
+import CSyscalls
+import SystemKit
 import SystemPackage
 
 /// Coordinates reads and writes of one file with every other process that

@@ -1,6 +1,6 @@
 @preconcurrency import Glibc
-import CSandbox
-import Sandbox
+import CSyscalls
+import SystemKit
 import SystemPackage
 
 /// A conflict version, as NSFileVersion exposes them: when two sides changed

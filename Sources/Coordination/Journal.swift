@@ -1,6 +1,6 @@
 @preconcurrency import Glibc
-import CSandbox
-import Sandbox
+import CSyscalls
+import SystemKit
 import SystemPackage
 
 /// Crash safety for appended records. A `write(2)` that stays within one

@@ -1,6 +1,7 @@
 @preconcurrency import Glibc
-import CSandbox
-@_spi(Fuzzing) import Sandbox
+import CSyscalls
+@_spi(Fuzzing) import PropertyLists
+import SystemKit
 import SystemPackage
 
 /// A file evicted by a sync service, as iCloud Drive shows one on a Mac:

@@ -1,6 +1,6 @@
 @preconcurrency import Glibc
-import CSandbox
-import Sandbox
+import CSyscalls
+import SystemKit
 import SystemPackage
 
 /// A sync daemon to test writers against. It follows the coordination

@@ -1,4 +1,4 @@
-import CSandbox
+import CSyscalls
 
 /// sandboxed-run's version, in semantic versioning. This is the one place it
 /// is kept; `scripts/build-release` adds the commit it built from.

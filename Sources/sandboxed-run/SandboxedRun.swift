@@ -1,6 +1,6 @@
 @preconcurrency import Glibc
 import ArgumentParser
-import CSandbox
+import CSyscalls
 import Grants
 import Sandbox
 import SystemPackage

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 @testable import Sandbox
-import CSandbox
+import CSyscalls
 
 /// The assembler that builds the argument guard: labels become the 8-bit
 /// forward offsets of classic BPF, and what the kernel would reject or

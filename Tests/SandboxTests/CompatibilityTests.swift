@@ -1,3 +1,4 @@
+import CLaunch
 import Foundation
 import Testing
 @testable import Sandbox
@@ -77,5 +78,19 @@ import Testing
         let plan = try ConfinementPlan(request(Scratch(), ["/bin/true"], .bestEffort), features: features)
         #expect(plan.report.missing.first?.detail.contains("every file the user can reach is open") == true)
         #expect(try plan.launch().wait() == .exited(0))
+    }
+}
+
+/// Every stage the child or the keeper can fail at has a name in C
+/// (csb_stage_name), beside the stages: a failure is never "child stage 17".
+@Suite struct StageNameTests {
+    @Test func everyStageHasAName() {
+        let child: ClosedRange<Int32> = Int32(CSB_STAGE_SIGNALS.rawValue)...Int32(CSB_STAGE_LIMITS.rawValue)
+        let keeper: ClosedRange<Int32> = Int32(CSB_KEEPER_RUNNING.rawValue)...Int32(CSB_KEEPER_READ_ONLY_MOUNTS.rawValue)
+        let stages: [Int32] = Array(child) + Array(keeper)
+        for stage in stages {
+            #expect(csb_stage_name(stage) != nil, "stage \(stage) has no name")
+        }
+        #expect(csb_stage_name(0) == nil && csb_stage_name(99) == nil)
     }
 }

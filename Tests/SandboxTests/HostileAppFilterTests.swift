@@ -2,7 +2,7 @@ import Foundation
 import Testing
 import SystemPackage
 @testable import Sandbox
-import CSandbox
+import CSyscalls
 
 /// A host process for the scheduling attacks: /bin/sleep in a session of its
 /// own (so that its process group is its alone), optionally as another uid.

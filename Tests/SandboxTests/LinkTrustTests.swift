@@ -1,5 +1,5 @@
 @preconcurrency import Glibc
-import CSandbox
+import CSyscalls
 import Foundation
 import Sandbox
 import SystemPackage

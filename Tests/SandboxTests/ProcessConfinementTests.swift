@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 @testable import Sandbox
-import CSandbox
+import CSyscalls
 
 /// Privileges, sessions, descriptors, signals, IPC and the kernel
 /// interfaces that Landlock does not cover.

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 @testable import Sandbox
-import CSandbox
+import CSyscalls
 
 /// A pty standing in for the user's terminal: the test holds the master, as
 /// a terminal emulator would, and a thread reads everything shown on it.

@@ -1,5 +1,5 @@
 @preconcurrency import Glibc
-import CSandbox
+import CSyscalls
 
 /// What to do when the kernel cannot enforce part of a policy (after
 /// rust-landlock): refuse, or run with what there is and say so.

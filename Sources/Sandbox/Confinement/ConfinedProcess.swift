@@ -1,5 +1,6 @@
 @preconcurrency import Glibc
-import CSandbox
+import CLaunch
+import CSyscalls
 import SystemPackage
 
 extension ConfinementPlan {
@@ -233,23 +234,7 @@ extension ConfinementPlan {
         if stage == CSB_STAGE_EXEC.rawValue {
             return errno == .noSuchFileOrDirectory ? .notFound(command: command) : .cannotExecute(command: command, errno: errno)
         }
-        let steps: [UInt32: String] = [
-            CSB_STAGE_SIGNALS.rawValue: "resetting signals", CSB_STAGE_PARENT_DEATH.rawValue: "PR_SET_PDEATHSIG",
-            CSB_STAGE_SESSION.rawValue: "setsid", CSB_STAGE_STDIO.rawValue: "binding stdin/stdout/stderr",
-            CSB_STAGE_FDS.rawValue: "closing descriptors", CSB_STAGE_CHDIR.rawValue: "changing to the working directory",
-            CSB_STAGE_NO_NEW_PRIVS.rawValue: "PR_SET_NO_NEW_PRIVS", CSB_STAGE_CAPABILITIES.rawValue: "dropping capabilities",
-            CSB_STAGE_LANDLOCK.rawValue: "landlock_restrict_self", CSB_STAGE_SECCOMP.rawValue: "loading the seccomp filter",
-            CSB_STAGE_TERMINAL.rawValue: "making the pty the controlling terminal (TIOCSCTTY)",
-            CSB_KEEPER_SESSION.rawValue: "setsid in the keeper", CSB_KEEPER_SUBREAPER.rawValue: "PR_SET_CHILD_SUBREAPER in the keeper",
-            CSB_KEEPER_LANDLOCK.rawValue: "the keeper's Landlock signal scope", CSB_KEEPER_SIGNALS.rawValue: "the keeper's signals",
-            CSB_KEEPER_FORK.rawValue: "forking the command from the keeper",
-            CSB_KEEPER_ID_MAP.rawValue: "mapping the keeper's uid and gid in its user namespace",
-            CSB_KEEPER_MOUNT.rawValue: "making the keeper's mounts private",
-            CSB_KEEPER_READ_ONLY_MOUNTS.rawValue: "making the keeper's mounts read-only",
-            CSB_STAGE_REOPEN.rawValue: "opening stdin/stdout/stderr's device again in the sandbox's namespace",
-            CSB_STAGE_LIMITS.rawValue: "setting the policy's resource limits (org.sandboxed-run.limits)",
-        ]
-        return .setup(step: steps[UInt32(stage)] ?? "child stage \(stage)", errno: errno)
+        return .setup(step: csb_stage_name(stage).map { String(cString: $0) } ?? "child stage \(stage)", errno: errno)
     }
 }
 

@@ -1,5 +1,5 @@
 @preconcurrency import Glibc
-import CSandbox
+import CSyscalls
 import SystemPackage
 
 /// Every rule, filter and string of one launch, built in the parent before
@@ -418,7 +418,7 @@ struct LauncherFiles {
         var loaded: [FilePath] = []
         withUnsafeMutablePointer(to: &loaded) { list in
             csb_loaded_objects({ path, context in
-                guard let path, let context else { return }
+                guard let context else { return }
                 context.assumingMemoryBound(to: [FilePath].self).pointee.append(FilePath(platformString: path))
             }, list)
         }

@@ -1,5 +1,5 @@
 @preconcurrency import Glibc
-import CSandbox
+import CSyscalls
 import CSeccomp
 import SystemPackage
 
@@ -510,7 +510,7 @@ struct ChildMemory {
         guard count > 0 else { return [] }
         guard !address.addingReportingOverflow(UInt64(count)).overflow else { throw .badAddress }
         var buffer = [UInt8](repeating: 0, count: count)
-        let read = buffer.withUnsafeMutableBytes { csb_read_process_memory(pid, address, $0.baseAddress, count) }
+        let read = buffer.withUnsafeMutableBytes { csb_read_process_memory(pid, address, $0.baseAddress!, count) }
         guard read == count else { throw read < 0 && errno != EFAULT ? Errno(rawValue: errno) : .badAddress }
         return buffer
     }

@@ -1,5 +1,5 @@
 @preconcurrency import Glibc
-import CSandbox
+import CSyscalls
 import SystemPackage
 
 /// The command's own pseudo-terminal, relayed to the user's terminal, as

@@ -1,5 +1,5 @@
 @preconcurrency import Glibc
-import CSandbox
+import CSyscalls
 import SystemPackage
 
 /// Collects the denials of one launch: prints each distinct one once on the

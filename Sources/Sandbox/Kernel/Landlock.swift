@@ -1,4 +1,4 @@
-import CSandbox
+import CSyscalls
 import SystemPackage
 
 /// Landlock, the unprivileged path and port access control of Linux 5.13+.

@@ -1,5 +1,5 @@
 @preconcurrency import Glibc
-import CSandbox
+import CSyscalls
 import CSeccomp
 import SystemPackage
 

@@ -1,23 +1,30 @@
 @preconcurrency import Glibc
 import SystemPackage
-import Policies
+@_spi(Fuzzing) import PropertyLists
 
 extension Policy {
     public static let currentVersion = 1
     static let ownPrefix = "org.sandboxed-run."
 
+    /// The shipped policies' names, as `--policy` takes them (the tests
+    /// require them equal to the files in `Policies/`).
+    public static let builtinNames = ["writer", "read-only", "networked"]
+
+    /// The name of the policy used when none is given.
+    public static let defaultName = "writer"
+
     /// The policy `run` uses when `--policy` is absent.
     public static var defaultPolicy: Policy {
-        // The embedded files are checked by the tests; failing here is a build defect.
-        try! builtin(named: BuiltinPolicies.defaultName)!
+        // The compiled policies are checked by the tests; failing here is a build defect.
+        builtin(named: defaultName)!
     }
 
     /// A policy shipped in `Policies/`, by name (`writer`, `read-only`, `networked`).
     /// Compiled into code (`CompiledPolicies.swift`, generated from the same
     /// files; `CompiledPoliciesTests` requires every shipped name there, equal
-    /// to what its file decodes to): a launch decodes nothing. Throws nothing
-    /// now; the signature stays for callers.
-    public static func builtin(named name: String) throws(PolicyError) -> Policy? {
+    /// to what its file decodes to): a launch decodes nothing, and the files
+    /// themselves are not in the binary.
+    public static func builtin(named name: String) -> Policy? {
         compiled(named: name)
     }
 
@@ -36,7 +43,7 @@ extension Policy {
         func failure(_ problem: String) -> SandboxError {
             .policy(PolicyError(file: path, key: nil, problem: problem))
         }
-        let builtins = BuiltinPolicies.all.map(\.name).joined(separator: ", ")
+        let builtins = Policy.builtinNames.joined(separator: ", ")
         func refuse(_ status: stat) -> SandboxError? {
             let kind: String
             switch status.st_mode & S_IFMT {

@@ -2,7 +2,7 @@
 // it into the linked binary after the marker (same length, NUL-padded), so a
 // new commit needs no rebuild. volatile: the compiler must not fold the
 // empty initializer into its callers.
-#include "csandbox.h"
+#include "csyscalls.h"
 
 #define CSB_COMMIT_MARKER "SANDBOXED_RUN_BUILD_COMMIT:"
 

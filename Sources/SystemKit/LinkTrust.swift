@@ -1,5 +1,5 @@
 @preconcurrency import Glibc
-import CSandbox
+import CSyscalls
 import SystemPackage
 
 /// Which symbolic links an unconfined process may follow on a path a person
@@ -173,7 +173,7 @@ public final class LinkTrust: @unchecked Sendable {
     }
 
     /// The filesystem's f_fsid and f_type, or nil when fstatfs fails.
-    static func filesystem(of folder: OwnedDescriptor) -> (id: UInt64, type: UInt64)? {
+    package static func filesystem(of folder: OwnedDescriptor) -> (id: UInt64, type: UInt64)? {
         var id: UInt64 = 0
         var type: UInt64 = 0
         return csb_filesystem_identity(folder.rawValue, &id, &type) == 0 ? (id, type) : nil

@@ -1,3 +1,4 @@
+import SystemKit
 /// Reads a JSON policy (RFC 8259): an object with the same keys as a property
 /// list. Integral numbers are integers; others, and null, are kept only as a
 /// kind for messages. Trailing commas are allowed, as Foundation's decoder did. The input has been checked to

@@ -1,3 +1,4 @@
+import SystemKit
 /// Reads an XML property list: what Policies/*.plist and macOS `.entitlements`
 /// files hold.
 ///

@@ -1,5 +1,5 @@
 @preconcurrency import Glibc
-import CSandbox
+import CSyscalls
 import SystemPackage
 
 /// Where a folder sits, judged by inodes along "..", as Landlock judges it:
@@ -7,7 +7,7 @@ import SystemPackage
 /// the folders are pinned by open descriptors (ext4 reuses inode numbers).
 public enum Ancestry {
     /// The identity of the inode `fd` holds and of every folder above it, up to "/".
-    static func chain(of fd: OwnedDescriptor) throws(Errno) -> [InodeIdentity] {
+    package static func chain(of fd: OwnedDescriptor) throws(Errno) -> [InodeIdentity] {
         let status = try fd.status()
         var result = [status.inodeIdentity]
         var current = fd
@@ -29,11 +29,11 @@ public enum Ancestry {
 
     /// What fstat said of an inode when it was opened: kept with its
     /// descriptor, so that a check need not ask again.
-    struct Inode: Sendable {
-        let identity: InodeIdentity
-        let isDirectory: Bool
+    package struct Inode: Sendable {
+        package let identity: InodeIdentity
+        package let isDirectory: Bool
 
-        init(_ status: stat) {
+        package init(_ status: stat) {
             identity = status.inodeIdentity
             isDirectory = status.isDirectory
         }
@@ -44,15 +44,15 @@ public enum Ancestry {
     /// depth squared (a child can make folders thousands deep). The memory is
     /// right only while nothing is renamed: fine within one launch's checks,
     /// and for the denial observer, which only predicts.
-    final class Walker {
+    package final class Walker {
         /// A folder's parent; "/" is its own.
         private var parents: [InodeIdentity: InodeIdentity] = [:]
         private let limit: Int
 
-        init(limit: Int = 100_000) { self.limit = limit }
+        package init(limit: Int = 100_000) { self.limit = limit }
 
         /// How many folders it remembers (one identity each).
-        var remembered: Int { parents.count }
+        package var remembered: Int { parents.count }
 
         /// The identities of the folders callers named for files: sixty /etc
         /// files share one /etc descriptor, which is then asked once. A short
@@ -62,7 +62,7 @@ public enum Ancestry {
 
         /// `folder`: the folder a file was opened in by name, if known.
         /// `known`: what fstat said of `fd` when it was opened, if it was.
-        func chain(of fd: OwnedDescriptor, folder: OwnedDescriptor? = nil, known: Inode? = nil) -> [InodeIdentity]? {
+        package func chain(of fd: OwnedDescriptor, folder: OwnedDescriptor? = nil, known: Inode? = nil) -> [InodeIdentity]? {
             guard let inode = known ?? (try? fd.status()).map(Inode.init) else { return nil }
             if inode.isDirectory { return try? walk(fd, inode.identity) }
             let found = folder ?? (try? Ancestry.folder(holding: fd, identity: inode.identity))
@@ -112,7 +112,7 @@ public enum Ancestry {
     /// The folder the kernel names for `file`, opened, once it is proven to
     /// hold this very inode under the last name. On bytes, not `FilePath`:
     /// this runs at every launch.
-    fileprivate static func folder(holding file: OwnedDescriptor, identity: InodeIdentity) throws(Errno) -> OwnedDescriptor {
+    package static func folder(holding file: OwnedDescriptor, identity: InodeIdentity) throws(Errno) -> OwnedDescriptor {
         guard let path = FilePath.pathBytes(ofDescriptor: file.rawValue),
               let slash = path.lastIndex(of: UInt8(ascii: "/")), slash + 1 < path.count else {
             throw .noSuchFileOrDirectory  // deleted, or not on a path at all
@@ -144,7 +144,7 @@ public enum Ancestry {
     }
 
     /// The same, for chains already walked.
-    static func overlaps(_ mine: [InodeIdentity], _ theirs: [InodeIdentity]) -> Bool {
+    package static func overlaps(_ mine: [InodeIdentity], _ theirs: [InodeIdentity]) -> Bool {
         mine.contains(theirs[0]) || theirs.contains(mine[0])
     }
 

@@ -1,5 +1,5 @@
 @preconcurrency import Glibc
-import CSandbox
+import CSyscalls
 import SystemPackage
 
 /// Finds what a path the confined command passed to a syscall names, as the
@@ -14,7 +14,7 @@ import SystemPackage
 /// launcher's view. It only opens (O_PATH, no magic links followed): the
 /// caller decides with whose powers (the command's, so that nothing is
 /// found that the command could not find itself).
-final class CommandPaths {
+package final class CommandPaths {
     /// The command's "/", or nil before the keeper made its namespace (or
     /// without one): then the command's view is the launcher's.
     private(set) var root: OwnedDescriptor?
@@ -23,11 +23,11 @@ final class CommandPaths {
     /// command can see, so it does not exist.
     private var shadowedDevices: Set<UInt64> = []
 
-    init() {}
+    package init() {}
 
     /// Called once the keeper has made the command's mounts: from then on,
     /// paths are resolved in its namespace.
-    func enterNamespace(of keeper: pid_t, privateMounts: [String]) {
+    package func enterNamespace(of keeper: pid_t, privateMounts: [String]) {
         guard let root = try? Self.open("/proc/\(keeper)/root", follow: true) else { return }
         self.root = root
         shadowedDevices = Set(privateMounts.compactMap { mount in
@@ -37,7 +37,7 @@ final class CommandPaths {
     }
 
     /// Where a syscall's path argument starts.
-    enum Start {
+    package enum Start {
         /// A descriptor of the command's, already open (an fd argument, or
         /// a /proc/self/fd/N path).
         case descriptor(OwnedDescriptor)
@@ -49,7 +49,7 @@ final class CommandPaths {
     /// that takes none; `directory`: its dirfd argument, nil for a call that
     /// has none (AT_FDCWD); `emptyPath`: AT_EMPTY_PATH was given. Opens the
     /// caller's /proc entries: they hold nothing the caller does not have.
-    func start(path: [CChar]?, directory: Int32?, emptyPath: Bool, follow: Bool, caller: pid_t) throws(Errno) -> Start {
+    package func start(path: [CChar]?, directory: Int32?, emptyPath: Bool, follow: Bool, caller: pid_t) throws(Errno) -> Start {
         if let path, path.count > 1 {
             if let child = try Self.childDescriptor(named: path, caller: caller) {
                 return .descriptor(try Self.openInChild(pid: child.process, fd: child.fd, byPath: true))
@@ -68,15 +68,21 @@ final class CommandPaths {
     /// its last name was found in when that is known (the name was not a
     /// link that was followed, ".", ".." or empty): the beneath check then
     /// starts there instead of asking /proc for the file's name.
-    struct Resolved {
-        let target: OwnedDescriptor
-        let status: stat
-        let folder: OwnedDescriptor?
+    package struct Resolved {
+        package let target: OwnedDescriptor
+        package let status: stat
+        package let folder: OwnedDescriptor?
+
+        package init(target: OwnedDescriptor, status: stat, folder: OwnedDescriptor?) {
+            self.target = target
+            self.status = status
+            self.folder = folder
+        }
     }
 
     /// Opens what `start` names as one openat2 by the command would.
     /// `caller` names /proc/self.
-    func resolve(_ start: Start, caller: pid_t) throws(Errno) -> Resolved {
+    package func resolve(_ start: Start, caller: pid_t) throws(Errno) -> Resolved {
         let resolved: Resolved
         switch start {
         case .descriptor(let descriptor):
@@ -104,7 +110,7 @@ final class CommandPaths {
     /// the way followed, trailing slashes dropped), and that name: where a
     /// call that creates, removes, renames or links a name acts. Nil for a
     /// descriptor, and for "/" or a last name of "." or "..".
-    func parent(_ start: Start, caller: pid_t) throws(Errno) -> (folder: OwnedDescriptor, name: [CChar])? {
+    package func parent(_ start: Start, caller: pid_t) throws(Errno) -> (folder: OwnedDescriptor, name: [CChar])? {
         guard case .path(let base, let path, _) = start else { return nil }
         var bytes = Array(path.prefix { $0 != 0 })
         while bytes.count > 1, bytes.last == Self.slash { bytes.removeLast() }
@@ -128,7 +134,7 @@ final class CommandPaths {
     /// this very inode. With `unlinked`, a file without a name
     /// ("#INODE (deleted)", as O_TMPFILE makes) gets the folder it was made
     /// in, taken on its word: only to predict where a link of it goes.
-    func folder(holding file: OwnedDescriptor, identity: InodeIdentity, unlinked allowed: Bool) throws(Errno) -> OwnedDescriptor {
+    package func folder(holding file: OwnedDescriptor, identity: InodeIdentity, unlinked allowed: Bool) throws(Errno) -> OwnedDescriptor {
         var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
         let length = readlink("/proc/self/fd/\(file.rawValue)", &buffer, Int(PATH_MAX))
         guard length > 1, length < Int(PATH_MAX), buffer[0] == Self.slash else { throw .noSuchFileOrDirectory }
@@ -157,7 +163,7 @@ final class CommandPaths {
 
     /// The path as the command sees it, for messages: absolute as given, a
     /// relative one after the path of the folder it starts from.
-    func shown(_ start: Start) -> [UInt8] {
+    package func shown(_ start: Start) -> [UInt8] {
         switch start {
         case .descriptor(let descriptor):
             return FilePath.pathBytes(ofDescriptor: descriptor.rawValue) ?? []
@@ -206,7 +212,7 @@ final class CommandPaths {
     /// names around them) as the caller's own entries, by the ids of its
     /// own pid namespace: the launcher's openat2 would find its own entry,
     /// or none in a /proc of another pid namespace.
-    static func ownProc(_ path: [CChar], caller: pid_t) throws(Errno) -> [CChar] {
+    package static func ownProc(_ path: [CChar], caller: pid_t) throws(Errno) -> [CChar] {
         guard path.first == slash, caller > 0 else { return path }
         // The first two names, skipping "." and empty ones.
         var names: [ArraySlice<CChar>] = []
@@ -301,7 +307,7 @@ final class CommandPaths {
     /// descriptor N: returns the process whose table holds it, and N. Any
     /// other spelling is resolved as a path, where RESOLVE_NO_MAGICLINKS
     /// refuses the magic link (ELOOP).
-    static func childDescriptor(named path: [CChar], caller: pid_t) throws(Errno) -> (process: pid_t, fd: Int32)? {
+    package static func childDescriptor(named path: [CChar], caller: pid_t) throws(Errno) -> (process: pid_t, fd: Int32)? {
         // Most paths are neither: answered before any String is made.
         guard path.starts(with: Self.devPrefix) || path.starts(with: Self.procPrefix) else { return nil }
         let text = String(decoding: path.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
@@ -352,7 +358,7 @@ final class CommandPaths {
 
     /// A thread's process, and both ids as the thread itself sees them (the
     /// last of `NStgid:` and `NSpid:`, its innermost pid namespace).
-    static func identities(of thread: pid_t) throws(Errno) -> (process: pid_t, innermostProcess: pid_t, innermostThread: pid_t) {
+    package static func identities(of thread: pid_t) throws(Errno) -> (process: pid_t, innermostProcess: pid_t, innermostThread: pid_t) {
         let fd = try syscallRetrying { Glibc.open("/proc/\(thread)/status", O_RDONLY | O_CLOEXEC) }
         let file = OwnedDescriptor(taking: fd)
         var buffer = [UInt8](repeating: 0, count: 4096)
@@ -371,7 +377,7 @@ final class CommandPaths {
     /// The file the child's descriptor `fd` holds. A descriptor the child
     /// does not have is EBADF, as the kernel answers for an fd argument;
     /// `byPath` keeps ENOENT, as for a /proc/self/fd/N path.
-    static func openInChild(pid: pid_t, fd: Int32, byPath: Bool = false) throws(Errno) -> OwnedDescriptor {
+    package static func openInChild(pid: pid_t, fd: Int32, byPath: Bool = false) throws(Errno) -> OwnedDescriptor {
         guard fd >= 0 else { throw .badFileDescriptor }
         do {
             return try open("/proc/\(pid)/fd/\(fd)", follow: true)
@@ -380,7 +386,7 @@ final class CommandPaths {
         }
     }
 
-    static func open(_ path: String, follow: Bool) throws(Errno) -> OwnedDescriptor {
+    package static func open(_ path: String, follow: Bool) throws(Errno) -> OwnedDescriptor {
         OwnedDescriptor(taking: try syscallRetrying { csb_open_path(AT_FDCWD, path, follow ? 1 : 0) })
     }
 }

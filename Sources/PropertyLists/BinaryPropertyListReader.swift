@@ -1,3 +1,4 @@
+import SystemKit
 /// Reads a binary property list (`bplist00`): a header, the objects, a table
 /// of their offsets and a 32-byte trailer naming the table, the sizes of
 /// offsets and object references, and the top object.

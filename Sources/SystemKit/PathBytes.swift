@@ -1,5 +1,5 @@
 @preconcurrency import Glibc
-import CSandbox
+import CSyscalls
 import SystemPackage
 
 /// Paths are bytes on Linux: a folder's name need not be UTF-8, and a
@@ -38,7 +38,7 @@ extension FilePath {
     /// What a magic link of /proc names (`/proc/self/fd/N`, `/proc/self/exe`):
     /// an absolute path, or nil when there is none or the file was deleted
     /// (then "NAME (deleted)" names nothing, or a link someone planted).
-    static func kernelName(_ link: [UInt8]) -> [UInt8]? {
+    package static func kernelName(_ link: [UInt8]) -> [UInt8]? {
         var buffer = [UInt8](repeating: 0, count: Int(PATH_MAX) + 1)
         let length = buffer.withUnsafeMutableBytes { target in
             (link + [0]).withUnsafeBytes { readlink($0.baseAddress!.assumingMemoryBound(to: CChar.self), target.baseAddress!.assumingMemoryBound(to: CChar.self), Int(PATH_MAX)) }

@@ -3,7 +3,7 @@ import SystemPackage
 
 /// Calls a libc-style function (-1 and errno on failure) once, retrying
 /// EINTR here so that no caller has to, and turns failure into `Errno`.
-@inline(__always)
+@inlinable
 public func syscallRetrying<T: FixedWidthInteger>(_ body: () -> T) throws(Errno) -> T {
     while true {
         let result = body()
@@ -36,15 +36,20 @@ public final class OwnedDescriptor: @unchecked Sendable {
 
 extension stat {
     /// The identity of an inode while something holds it open.
-    var inodeIdentity: InodeIdentity { InodeIdentity(device: UInt64(st_dev), inode: UInt64(st_ino)) }
-    var isDirectory: Bool { (st_mode & S_IFMT) == S_IFDIR }
-    var isSymlink: Bool { (st_mode & S_IFMT) == S_IFLNK }
-    var isRegularFile: Bool { (st_mode & S_IFMT) == S_IFREG }
+    package var inodeIdentity: InodeIdentity { InodeIdentity(device: UInt64(st_dev), inode: UInt64(st_ino)) }
+    package var isDirectory: Bool { (st_mode & S_IFMT) == S_IFDIR }
+    package var isSymlink: Bool { (st_mode & S_IFMT) == S_IFLNK }
+    package var isRegularFile: Bool { (st_mode & S_IFMT) == S_IFREG }
 }
 
 /// (st_dev, st_ino): only meaningful while the inode is pinned by an open fd,
 /// since ext4 reuses inode numbers at once.
-struct InodeIdentity: Hashable, Sendable {
-    let device: UInt64
-    let inode: UInt64
+package struct InodeIdentity: Hashable, Sendable {
+    package let device: UInt64
+    package let inode: UInt64
+
+    package init(device: UInt64, inode: UInt64) {
+        self.device = device
+        self.inode = inode
+    }
 }

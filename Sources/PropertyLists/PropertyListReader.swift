@@ -1,3 +1,4 @@
+import SystemKit
 /// Reads the bytes of a policy file into a tree of `PolicyValue`s: an XML or
 /// binary property list, or JSON.
 ///
@@ -11,7 +12,7 @@
 /// Public only as SPI, for the fuzzer (Fuzz/PolicyFuzzer) to compare trees.
 @_spi(Fuzzing) public enum PropertyListReader {
     /// A policy is a few dozen lines; the largest real `.entitlements` file is a few KiB.
-    static let maxBytes = 1 << 20
+    package static let maxBytes = 1 << 20
     /// Containers within containers, the top dictionary being level 1.
     static let maxDepth = 32
     /// Values in the tree (a binary property list's shared values count once per use).
@@ -79,7 +80,7 @@
     /// `text` made safe to print in a message: control, format and unassigned
     /// characters escaped (a hostile file could otherwise drive the terminal),
     /// and cut short, since a message should fit on a line.
-    static func printable(_ text: String, limit: Int = 80) -> String {
+    package static func printable(_ text: String, limit: Int = 80) -> String {
         Printable.path(text, limit: limit)
     }
 }
