@@ -16,12 +16,11 @@ enum Durably {
 
     /// `fsync(2)` of the folder `folder` names (an O_PATH descriptor cannot be synced: open it).
     static func syncFolder(_ folder: OwnedDescriptor, path: FilePath) throws {
-        let fd: CInt
-        do { fd = try syscallRetrying { openat(folder.rawValue, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) } } catch {
+        let readable: OwnedDescriptor
+        do { readable = try folder.reopenedFolder() } catch {
             throw CoordinationError.system(operation: "opening the folder of", path: path, errno: error)
         }
-        defer { close(fd) }
-        try sync(fd, path: path, what: "flushing the folder of")
+        try sync(readable.rawValue, path: path, what: "flushing the folder of")
     }
 
     /// `renameat2(RENAME_NOREPLACE)`: false when the new name exists.
@@ -68,17 +67,17 @@ enum Durably {
 /// are both absent" cannot change between a party's look and its act.
 /// Held for microseconds; a waiting writer does not hold it.
 final class FolderLock {
-    private let fd: CInt
+    private let folder: OwnedDescriptor
+    private var fd: CInt { folder.rawValue }
 
     /// nil when `deadline` passed first (then `busy` was the holder's
     /// problem, not an error) — `wait: false` tries once.
     init?(_ folder: OwnedDescriptor, path: FilePath, deadline: ContinuousClock.Instant?, wait: Bool = true) throws {
-        do { fd = try syscallRetrying { openat(folder.rawValue, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) } } catch {
+        do { self.folder = try folder.reopenedFolder() } catch {
             throw CoordinationError.system(operation: "opening the folder of", path: path, errno: error)
         }
         if deadline == nil && wait {
             do { _ = try syscallRetrying { flock(fd, LOCK_EX) } } catch {
-                close(fd)
                 throw CoordinationError.system(operation: "locking the folder of", path: path, errno: error)
             }
             return
@@ -88,12 +87,10 @@ final class FolderLock {
         while flock(fd, LOCK_EX | LOCK_NB) != 0 {
             let error = Errno(rawValue: errno)
             guard error == .wouldBlock || error == .interrupted else {
-                close(fd)
                 throw CoordinationError.system(operation: "locking the folder of", path: path, errno: error)
             }
             tries += 1
             if !wait || (deadline.map { ContinuousClock.now >= $0 } ?? false) {
-                close(fd)
                 return nil
             }
             if tries <= 100 { sched_yield(); continue }
@@ -102,5 +99,4 @@ final class FolderLock {
         }
     }
 
-    deinit { close(fd) }
 }

@@ -230,13 +230,14 @@ public struct FileVersion: Equatable, Sendable {
                 throw CoordinationError.system(operation: "creating", path: FileCoordinator.display(name), errno: Errno(rawValue: errno))
             }
         }
-        let fd = openat(parent.rawValue, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-        if fd < 0 {
-            if errno == ENOENT && !create { return nil }
+        let bytes = name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }
+        let folder: OwnedDescriptor
+        do { folder = try .openFolder(bytes, relativeTo: parent, follow: false, use: .read) } catch {
+            if error == .noSuchFileOrDirectory && !create { return nil }
             throw CoordinationError.notARegularFile(FileCoordinator.display(name))
         }
-        let folder = OwnedDescriptor(taking: fd)
         if made {
+            let fd = folder.rawValue
             var status = stat()
             if let owner, fstat(fd, &status) == 0, status.st_uid != owner.0 || status.st_gid != owner.1 {
                 if fchown(fd, owner.0, owner.1) != 0 { _ = fchmod(fd, mode & 0o700) }  // not ours to give: only ours to read

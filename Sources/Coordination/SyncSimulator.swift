@@ -424,7 +424,7 @@ public final class SyncSimulator {
         var seen = 0
         var folders = 1
         var queue: [(OwnedDescriptor, FilePath, Int)] = []
-        if let opened = Self.openFolder(rootFolder, ".") { queue.append((opened, root, 0)) }
+        if let opened = Self.openFolder(rootFolder, Array(".".utf8CString)) { queue.append((opened, root, 0)) }
         while let (folder, path, depth) = queue.popLast() {
             guard let stream = fdopendir(dup(folder.rawValue)) else { continue }
             var items: [[UInt8]] = []
@@ -492,13 +492,9 @@ public final class SyncSimulator {
         FileCoordinator.Location(folder: folder, name: ItemNames.terminated(bytes), path: path.pushing(FilePath(bytes: bytes)))
     }
 
+    /// A folder the scan found, read through its parent, never through a link.
     private static func openFolder(_ parent: OwnedDescriptor, _ name: [CChar]) -> OwnedDescriptor? {
-        let fd = openat(parent.rawValue, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-        return fd < 0 ? nil : OwnedDescriptor(taking: fd)
-    }
-
-    private static func openFolder(_ parent: OwnedDescriptor, _ name: String) -> OwnedDescriptor? {
-        openFolder(parent, Array(name.utf8CString))
+        try? .openFolder(name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, relativeTo: parent, follow: false, use: .read)
     }
 
     private func happens(_ probability: Double) -> Bool {

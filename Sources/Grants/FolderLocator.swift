@@ -52,9 +52,7 @@ struct FolderLocator {
     private func openByHandle(_ identity: FolderIdentity, near originalPath: FilePath) -> Located {
         for ancestor in existingAncestors(of: originalPath) {
             // Opened for reading: an O_PATH fd as the mount fd gives EBADF.
-            guard let raw = try? syscallRetrying({ ancestor.withPlatformString { open($0, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) } })
-            else { continue }
-            let mount = OwnedDescriptor(taking: raw)
+            guard let mount = try? OwnedDescriptor.openFolder(ancestor, follow: false, use: .read) else { continue }
             guard identity.hasFilesystemType(of: mount) else { continue }
             var handle = identity.fileHandle
             let fd = csb_open_by_handle(mount.rawValue, &handle)

@@ -205,10 +205,10 @@ public final class GrantBroker {
     /// Opens a folder the user picked and checks it may be granted at all.
     private func openFolder(_ path: String) throws(GrantError) -> (fd: OwnedDescriptor, path: FilePath) {
         let fd: OwnedDescriptor
-        do { fd = try .openPath(FilePath(path), follow: true) } catch {
-            throw error == .noSuchFileOrDirectory ? .folderNotFound(path) : .stateDirectory(step: "opening \(path)", errno: error)
+        do { fd = try .openFolder(FilePath(path), follow: true) } catch {
+            throw error == .noSuchFileOrDirectory ? .folderNotFound(path)
+                : error == .notDirectory ? .notADirectory(path) : .stateDirectory(step: "opening \(path)", errno: error)
         }
-        guard let st = try? fd.status(), st.st_mode & S_IFMT == S_IFDIR else { throw .notADirectory(path) }
         let resolved = fd.currentPath ?? FilePath(path)
         try checkNotProtected(fd, path: resolved)
         return (fd, resolved)

@@ -210,7 +210,8 @@ final class Keyring {
 
     /// The names in a folder reached by descriptor.
     static func names(in folder: OwnedDescriptor) throws(Errno) -> [String] {
-        let fd = try syscallRetrying { openat(folder.rawValue, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
+        let readable = try folder.reopenedFolder()
+        let fd = try syscallRetrying { dup(readable.rawValue) }  // fdopendir takes it
         guard let dir = fdopendir(fd) else {
             close(fd)
             throw Errno(rawValue: errno)

@@ -82,7 +82,7 @@ public struct StateDirectory: Sendable {
     func withLock<T>(exclusive: Bool, _ body: () throws(GrantError) -> T) throws(GrantError) -> T {
         let lock: OwnedDescriptor
         do {
-            lock = OwnedDescriptor(taking: try syscallRetrying { openat(descriptor.rawValue, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) })
+            lock = try descriptor.reopenedFolder()
             _ = try syscallRetrying { flock(lock.rawValue, exclusive ? LOCK_EX : LOCK_SH) }
         } catch {
             throw .stateDirectory(step: "locking \(path)", errno: error)
@@ -177,12 +177,11 @@ public struct StateDirectory: Sendable {
     /// Opens `name` in `folder` as a real folder (O_NOFOLLOW | O_DIRECTORY),
     /// making it 0700 first if `create` and it is missing.
     static func openFolder(_ name: String, in folder: OwnedDescriptor, create: Bool) throws(Errno) -> OwnedDescriptor {
-        let flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC
         do {
-            return OwnedDescriptor(taking: try syscallRetrying { openat(folder.rawValue, name, flags) })
+            return try .openFolder(Array(name.utf8), relativeTo: folder, follow: false, use: .read)
         } catch .noSuchFileOrDirectory where create {
             if mkdirat(folder.rawValue, name, 0o700) != 0, errno != EEXIST { throw Errno(rawValue: errno) }
-            return OwnedDescriptor(taking: try syscallRetrying { openat(folder.rawValue, name, flags) })
+            return try .openFolder(Array(name.utf8), relativeTo: folder, follow: false, use: .read)
         }
     }
 
@@ -329,7 +328,7 @@ public enum AtomicFile {
     /// may be an O_PATH descriptor (fsync on one gives EBADF): the folder is
     /// opened again, for reading, through it.
     static func syncFolder(_ folder: OwnedDescriptor) throws(Errno) {
-        let readable = OwnedDescriptor(taking: try syscallRetrying { openat(folder.rawValue, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) })
+        let readable = try folder.reopenedFolder()
         _ = try syscallRetrying { fsync(readable.rawValue) }
     }
 

@@ -15,10 +15,12 @@ public enum SandboxError: Error, Equatable, CustomStringConvertible, Sendable {
     case cannotExecute(command: String, errno: Errno)
     /// The command was not found (exit 127).
     case notFound(command: String)
+    /// A descriptor to keep open in the command is not open (exit 125).
+    case descriptorNotOpen(CInt)
 
     public var exitCode: Int32 {
         switch self {
-        case .usage, .policy, .protectionUnavailable, .setup: 125
+        case .usage, .policy, .protectionUnavailable, .setup, .descriptorNotOpen: 125
         case .cannotExecute: 126
         case .notFound: 127
         }
@@ -42,6 +44,8 @@ public enum SandboxError: Error, Equatable, CustomStringConvertible, Sendable {
             } else {
                 "cannot execute \(command): \(errno.description)"
             }
+        case .descriptorNotOpen(let fd):
+            "descriptor \(fd), to be kept open in the command, is not open"
         case .notFound(let command):
             "command not found: \(command). Give a path, or a name found in the sandbox's PATH (/usr/local/bin:/usr/bin:/bin)."
         }

@@ -6,25 +6,83 @@ import SystemPackage
 /// symlinks, bind mounts and renames change nothing. Only meaningful while
 /// the folders are pinned by open descriptors (ext4 reuses inode numbers).
 public enum Ancestry {
+    /// The one way up: calls `visit` with each folder from `start` (a
+    /// folder) up to "/", each opened (O_PATH) and with its status, until
+    /// `visit` returns false or "/" was visited. A walk that cannot go on
+    /// throws: callers count that as a refusal (fail closed).
+    package static func walkUp(from start: OwnedDescriptor, _ visit: (OwnedDescriptor, stat) throws(Errno) -> Bool) throws(Errno) {
+        var current = start
+        var previous: InodeIdentity?
+        for _ in 0..<4096 {
+            let status = try current.status()
+            if status.inodeIdentity == previous { return }  // ".." of "/" is "/"
+            guard try visit(current, status) else { return }
+            previous = status.inodeIdentity
+            current = try parent(of: current)
+        }
+        throw .tooManySymbolicLinkLevels  // a 4,096-deep tree: treat as unresolvable
+    }
+
+    /// One step up: the folder's "..", opened (O_PATH, no link followed).
+    package static func parent(of folder: OwnedDescriptor) throws(Errno) -> OwnedDescriptor {
+        OwnedDescriptor(taking: try syscallRetrying { csb_open_path(folder.rawValue, "..", 0) })
+    }
+
     /// The identity of the inode `fd` holds and of every folder above it, up to "/".
     package static func chain(of fd: OwnedDescriptor) throws(Errno) -> [InodeIdentity] {
         let status = try fd.status()
-        var result = [status.inodeIdentity]
-        var current = fd
+        var result: [InodeIdentity] = []
+        var start = fd
         if !status.isDirectory {
             // A file has no "..": take the folder the kernel names for it and
             // prove that name still holds this very inode.
-            current = try folder(holding: fd, identity: status.inodeIdentity)
-            result.append(try current.status().inodeIdentity)
+            result.append(status.inodeIdentity)
+            start = try folder(holding: fd, identity: status.inodeIdentity)
         }
+        try walkUp(from: start) { _, status in
+            result.append(status.inodeIdentity)
+            return true
+        }
+        return result
+    }
+
+    /// Whether `target` (whose `status` is given) is one of `roots` or lies
+    /// beneath one, walking parents by inode as Landlock does, without
+    /// opening a descriptor per level: one fstatat of "../.." each, the start
+    /// moved up every 64 levels (a deep folder costs 64 names per level, not
+    /// its depth). `folder`: the folder a non-directory was found in, if
+    /// known; else `holder` finds it (nil: cannot be proven, false).
+    package static func isBeneath(
+        _ target: OwnedDescriptor, status: stat, folder: OwnedDescriptor?, roots: Set<InodeIdentity>,
+        holder: (OwnedDescriptor, InodeIdentity) -> OwnedDescriptor?
+    ) throws(Errno) -> Bool {
+        if roots.contains(status.inodeIdentity) { return true }
+        var current: OwnedDescriptor
+        if status.isDirectory {
+            current = target
+        } else if let found = folder ?? holder(target, status.inodeIdentity) {
+            current = found
+        } else {
+            return false
+        }
+        var identity = try current.status().inodeIdentity
+        let stride = 64
+        var level = 0
         for _ in 0..<4096 {
-            let parent = OwnedDescriptor(taking: try syscallRetrying { csb_open_path(current.rawValue, "..", 0) })
-            let identity = try parent.status().inodeIdentity
-            if identity == result.last { return result }  // ".." of "/" is "/"
-            result.append(identity)
-            current = parent
+            if roots.contains(identity) { return true }
+            if level == stride {
+                current = try OwnedDescriptor(taking: syscallRetrying { csb_open_ancestor(current.rawValue, Int32(stride)) })
+                level = 0
+            }
+            level += 1
+            var device: UInt64 = 0
+            var inode: UInt64 = 0
+            _ = try syscallRetrying { csb_ancestor_identity(current.rawValue, Int32(level), &device, &inode) }
+            let parentIdentity = InodeIdentity(device: device, inode: inode)
+            if parentIdentity == identity { return false }  // reached /
+            identity = parentIdentity
         }
-        throw .tooManySymbolicLinkLevels  // a 4,096-deep tree: treat as unresolvable
+        return false
     }
 
     /// What fstat said of an inode when it was opened: kept with its
@@ -93,7 +151,7 @@ public enum Ancestry {
                     continue
                 }
                 guard let folder = current else { throw .noSuchFileOrDirectory }  // cannot happen; fail closed
-                let parent = OwnedDescriptor(taking: try syscallRetrying { csb_open_path(folder.rawValue, "..", 0) })
+                let parent = try Ancestry.parent(of: folder)
                 let parentIdentity = try parent.status().inodeIdentity
                 learned.append((here, parentIdentity))
                 if parentIdentity == here { return keep(learned, chain) }  // "/"
@@ -109,22 +167,42 @@ public enum Ancestry {
         }
     }
 
-    /// The folder the kernel names for `file`, opened, once it is proven to
-    /// hold this very inode under the last name. On bytes, not `FilePath`:
-    /// this runs at every launch.
-    package static func folder(holding file: OwnedDescriptor, identity: InodeIdentity) throws(Errno) -> OwnedDescriptor {
-        guard let path = FilePath.pathBytes(ofDescriptor: file.rawValue),
-              let slash = path.lastIndex(of: UInt8(ascii: "/")), slash + 1 < path.count else {
-            throw .noSuchFileOrDirectory  // deleted, or not on a path at all
+    /// The folder that holds `file` (not a folder) under the name the kernel
+    /// keeps for it, opened from `root` (nil: this process's "/"; a
+    /// sandboxed command's root resolves it as the command would, with
+    /// RESOLVE_IN_ROOT) and proven to hold this very inode under that name.
+    /// With `unlinked`, a file without a name ("#INODE (deleted)", as
+    /// O_TMPFILE makes) gets the folder it was made in, taken on its word:
+    /// only to predict where a link of it goes. On bytes: this runs at every launch.
+    package static func folder(
+        holding file: OwnedDescriptor, identity: InodeIdentity, root: OwnedDescriptor? = nil, unlinked allowed: Bool = false
+    ) throws(Errno) -> OwnedDescriptor {
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        let length = readlink("/proc/self/fd/\(file.rawValue)", &buffer, Int(PATH_MAX))
+        let slash = CChar(UInt8(ascii: "/"))
+        guard length > 1, length < Int(PATH_MAX), buffer[0] == slash else { throw .noSuchFileOrDirectory }
+        var name = Array(buffer[0..<length])
+        let deleted = Array(" (deleted)".utf8).map { CChar(bitPattern: $0) }
+        let unlinked = name.count > deleted.count && Array(name.suffix(deleted.count)) == deleted
+        if unlinked {
+            guard allowed else { throw .noSuchFileOrDirectory }  // deleted, or not on a path at all
+            name.removeLast(deleted.count)
         }
-        let parent = (slash == 0 ? [UInt8(ascii: "/")] : Array(path[..<slash])) + [0]
-        let leaf = Array(path[(slash + 1)...]) + [0]
+        guard let last = name.lastIndex(of: slash), last + 1 < name.count else { throw .noSuchFileOrDirectory }
+        let folderPath = (last == 0 ? [slash] : Array(name[..<last])) + [0]
         let folder = OwnedDescriptor(taking: try syscallRetrying {
-            parent.withUnsafeBytes { csb_openat2_path(AT_FDCWD, $0.baseAddress!.assumingMemoryBound(to: CChar.self), 0) }
+            root.map { csb_openat2_path_in_root($0.rawValue, folderPath, 0) } ?? csb_openat2_path(AT_FDCWD, folderPath, 0)
         })
+        if unlinked {
+            // Only an O_TMPFILE file keeps a folder after its last name is gone: its name is "#INODE".
+            guard name[last + 1] == CChar(UInt8(ascii: "#")) else { throw .noSuchFileOrDirectory }
+            return folder
+        }
         var entry = stat()
-        let found = leaf.withUnsafeBytes { fstatat(folder.rawValue, $0.baseAddress!.assumingMemoryBound(to: CChar.self), &entry, AT_SYMLINK_NOFOLLOW) }
-        guard found == 0, entry.inodeIdentity == identity else { throw .noSuchFileOrDirectory }
+        let leaf = Array(name[(last + 1)...]) + [0]
+        guard fstatat(folder.rawValue, leaf, &entry, AT_SYMLINK_NOFOLLOW) == 0, entry.inodeIdentity == identity else {
+            throw .noSuchFileOrDirectory
+        }
         return folder
     }
 

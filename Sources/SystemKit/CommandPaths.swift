@@ -129,36 +129,10 @@ package final class CommandPaths {
         return (folder, name + [0])
     }
 
-    /// The folder that holds `file` (not a folder) under the name the kernel
-    /// keeps for it, found again from the command's root and proven to hold
-    /// this very inode. With `unlinked`, a file without a name
-    /// ("#INODE (deleted)", as O_TMPFILE makes) gets the folder it was made
-    /// in, taken on its word: only to predict where a link of it goes.
+    /// The folder that holds `file` (not a folder), found again from the
+    /// command's root (see `Ancestry.folder(holding:)`).
     package func folder(holding file: OwnedDescriptor, identity: InodeIdentity, unlinked allowed: Bool) throws(Errno) -> OwnedDescriptor {
-        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-        let length = readlink("/proc/self/fd/\(file.rawValue)", &buffer, Int(PATH_MAX))
-        guard length > 1, length < Int(PATH_MAX), buffer[0] == Self.slash else { throw .noSuchFileOrDirectory }
-        var name = Array(buffer[0..<length])
-        let deleted = Array(" (deleted)".utf8).map { CChar(bitPattern: $0) }
-        let unlinked = name.count > deleted.count && Array(name.suffix(deleted.count)) == deleted
-        if unlinked {
-            guard allowed else { throw .noSuchFileOrDirectory }
-            name.removeLast(deleted.count)
-        }
-        guard let last = name.lastIndex(of: Self.slash), last + 1 < name.count else { throw .noSuchFileOrDirectory }
-        let folderPath = (last == 0 ? [Self.slash] : Array(name[..<last])) + [0]
-        let folder = try openFromRoot(folderPath, follow: false)
-        if unlinked {
-            // Only an O_TMPFILE file keeps a folder after its last name is gone: its name is "#INODE".
-            guard name[last + 1] == CChar(UInt8(ascii: "#")) else { throw .noSuchFileOrDirectory }
-            return folder
-        }
-        var entry = stat()
-        let leaf = Array(name[(last + 1)...]) + [0]
-        guard fstatat(folder.rawValue, leaf, &entry, AT_SYMLINK_NOFOLLOW) == 0, entry.inodeIdentity == identity else {
-            throw .noSuchFileOrDirectory
-        }
-        return folder
+        try Ancestry.folder(holding: file, identity: identity, root: root, unlinked: allowed)
     }
 
     /// The path as the command sees it, for messages: absolute as given, a

@@ -118,27 +118,22 @@ public final class LinkTrust: @unchecked Sendable {
         if let unknown = facts.unknown { return "inside a folder that may be an app's (\(unknown))" }
         let roots = Set(facts.folders.compactMap { try? $0.status().inodeIdentity })
         let writable = facts.writable
-        var current = folder
-        var previous: InodeIdentity?
-        for _ in 0..<4096 {
-            guard let status = try? current.status() else { return "inside a folder whose place cannot be proven" }
-            let identity = status.inodeIdentity
-            if identity == previous { return nil }  // ".." of "/" is "/"
-            if roots.contains(identity) {
-                return "inside a folder an app can write (an app container)"
+        var reason: String?
+        do {
+            try Ancestry.walkUp(from: folder) { current, status in
+                if roots.contains(status.inodeIdentity) {
+                    reason = "inside a folder an app can write (an app container)"
+                } else if !writable.isEmpty, let handle = Self.handle(of: current), writable.contains(where: { key in
+                    key.handle == handle && key.filesystem.map { recorded in Self.filesystem(of: current).map { $0 == recorded } ?? true } ?? true
+                }) {
+                    reason = "inside a folder an app can write or once could (a read-write grant, live, revoked or moved, or a policy's read-write folder)"
+                }
+                return reason == nil
             }
-            if !writable.isEmpty, let handle = Self.handle(of: current), writable.contains(where: { key in
-                key.handle == handle && key.filesystem.map { recorded in Self.filesystem(of: current).map { $0 == recorded } ?? true } ?? true
-            }) {
-                return "inside a folder an app can write or once could (a read-write grant, live, revoked or moved, or a policy's read-write folder)"
-            }
-            guard let parent = try? OwnedDescriptor.openPath(FilePath(".."), follow: false, relativeTo: current) else {
-                return "inside a folder whose place cannot be proven"
-            }
-            previous = identity
-            current = parent
+        } catch {
+            return "inside a folder whose place cannot be proven"
         }
-        return "inside a folder whose place cannot be proven"
+        return reason
     }
 
     /// Why a file the invoking user names for an unconfined command to read
@@ -152,24 +147,20 @@ public final class LinkTrust: @unchecked Sendable {
         if followsEveryLink { return nil }
         if file.st_uid != invoker && file.st_uid != 0 { return "it belongs to user \(file.st_uid), who could rewrite it" }
         if file.st_mode & 0o022 != 0 { return "others can write it (mode \(String(file.st_mode & 0o7777, radix: 8)))" }
-        var current = folder
-        var previous: InodeIdentity?
-        for _ in 0..<4096 {
-            guard let status = try? current.status() else { return "a folder above it cannot be examined" }
-            if status.inodeIdentity == previous { return nil }
-            if status.st_uid != invoker && status.st_uid != 0 {
-                return "a folder above it belongs to user \(status.st_uid), who could replace it"
+        var reason: String?
+        do {
+            try Ancestry.walkUp(from: folder) { _, status in
+                if status.st_uid != invoker && status.st_uid != 0 {
+                    reason = "a folder above it belongs to user \(status.st_uid), who could replace it"
+                } else if status.st_mode & 0o022 != 0 && status.st_mode & S_ISVTX == 0 {
+                    reason = "others can write a folder above it (mode \(String(status.st_mode & 0o7777, radix: 8))) and could replace it"
+                }
+                return reason == nil
             }
-            if status.st_mode & 0o022 != 0 && status.st_mode & S_ISVTX == 0 {
-                return "others can write a folder above it (mode \(String(status.st_mode & 0o7777, radix: 8))) and could replace it"
-            }
-            guard let parent = try? OwnedDescriptor.openPath(FilePath(".."), follow: false, relativeTo: current) else {
-                return "a folder above it cannot be examined"
-            }
-            previous = status.inodeIdentity
-            current = parent
+        } catch {
+            return "a folder above it cannot be examined"
         }
-        return "a folder above it cannot be examined"
+        return reason
     }
 
     /// The filesystem's f_fsid and f_type, or nil when fstatfs fails.

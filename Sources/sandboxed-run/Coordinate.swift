@@ -197,8 +197,7 @@ struct Coordinate: ParsableCommand {
         }
         var status: Int32 = 0
         while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
-        let signal = status & 0x7f
-        return signal == 0 ? (status >> 8) & 0xff : 128 + signal
+        return Termination(waitStatus: status).exitCode
     }
 }
 

@@ -179,13 +179,6 @@ struct FolderPicker {
 }
 
 extension OwnedDescriptor {
-    /// `openat(dir, name, O_PATH [| O_NOFOLLOW])` with the name's bytes, refusing anything but a folder.
-    static func openFolder(_ name: [UInt8], relativeTo directory: OwnedDescriptor?, follow: Bool) throws(Errno) -> OwnedDescriptor {
-        let folder = try OwnedDescriptor.openPath(FilePath(bytes: name), follow: follow, relativeTo: directory)
-        guard try folder.status().st_mode & S_IFMT == S_IFDIR else { throw .notDirectory }
-        return folder
-    }
-
     /// The names in this folder, as bytes (read through the O_PATH fd).
     func directoryNames() throws(Errno) -> [[UInt8]] {
         try directoryEntries(FilePath("/proc/self/fd/\(rawValue)")).map(\.rawName)

@@ -179,12 +179,8 @@ struct RunOptions {
     }
 
     func execute() throws {
-        // Checked before the launcher opens anything: later, a number the
-        // caller never opened could name one of ours (a folder, a library)
-        // and hand it to the command.
-        for fd in keptDescriptors where fd > 2 && fcntl(fd, F_GETFD) < 0 {
-            throw SandboxError.usage("--keep-fd \(fd): that descriptor is not open")
-        }
+        // Before the launcher opens anything (see `LaunchRequest.checkKept`).
+        try LaunchRequest.checkKept(keptDescriptors)
         LaunchPhases.mark("arguments")
         let policy = try PolicyChoice.load(self.policy, app: try AppID(app))
         LaunchPhases.mark("policy")

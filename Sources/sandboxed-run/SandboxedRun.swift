@@ -64,7 +64,7 @@ struct SandboxedRun: ParsableCommand {
             }
             try command.run()
         } catch let error as SandboxError {
-            Console.error(error.description)
+            Console.error(Hints.message(for: error))
             Glibc.exit(error.exitCode)
         } catch let error as GrantError {
             Console.error(error.description)
@@ -172,5 +172,16 @@ enum RawArguments {
             index += 1
         }
         return found
+    }
+}
+
+/// The library's errors name what was wrong; the CLI adds how to say it
+/// right with its own options.
+enum Hints {
+    static func message(for error: SandboxError) -> String {
+        switch error {
+        case .descriptorNotOpen(let fd): "--keep-fd \(fd): that descriptor is not open"
+        default: error.description
+        }
     }
 }

@@ -9,9 +9,6 @@ extension ConfinementPlan {
     /// reported as a `SandboxError`.
     public func launch() throws(SandboxError) -> ConfinedProcess {
         let kept = request.keptDescriptors.filter { $0 > 2 }
-        for fd in kept where fcntl(fd, F_GETFD) < 0 {
-            throw .usage("--keep-fd \(fd): that descriptor is not open in the launcher")
-        }
         let relay: TerminalRelay? = request.terminal == .automatic
             ? try TerminalRelay(standardInput: request.standardInput, standardOutput: request.standardOutput, standardError: request.standardError)
             : nil
@@ -422,13 +419,12 @@ public final class ConfinedProcess: @unchecked Sendable {
         let keeperStatus = keeper.reap()
         relay?.finish()
         guard let status else {
-            let how = keeperStatus.map { $0 & 0x7F == 0 ? "exited with \(($0 >> 8) & 0xFF)" : "was killed by signal \($0 & 0x7F)" } ?? "vanished"
+            let how = keeperStatus.map { Termination(waitStatus: $0).description } ?? "vanished"
             throw .setup(
                 step: "keeping the command's processes (the keeper \(how) before the command ended; "
                     + "processes the command started may still run)", errno: .noSuchProcess)
         }
-        let signal = status & 0x7F
-        let ended: Termination = signal == 0 ? .exited((status >> 8) & 0xFF) : .signaled(signal)
+        let ended = Termination(waitStatus: status)
         termination = ended
         return ended
     }

@@ -57,6 +57,7 @@ public final class ConfinementPlan: @unchecked Sendable {
 
     /// `features` is what the kernel offers; tests pass an older kernel's.
     init(_ request: LaunchRequest, features: KernelFeatures) throws(SandboxError) {
+        try LaunchRequest.checkKept(request.keptDescriptors)
         guard let name = request.command.first, !name.isEmpty else {
             throw .usage("no command given: put it after --, for example: sandboxed-run run --app com.example.memo -- /bin/sh")
         }
@@ -225,12 +226,9 @@ public final class ConfinementPlan: @unchecked Sendable {
 
     /// The same, for a path given as bytes.
     public static func openFolder(_ path: FilePath) throws(SandboxError) -> OwnedDescriptor {
-        let folder: OwnedDescriptor
-        do { folder = try .openPath(path, follow: true) } catch {
-            throw .usage("\(Printable.path(path)): \(error == .noSuchFileOrDirectory ? "no such folder" : error.description)")
+        do { return try .openFolder(path, follow: true) } catch {
+            throw .usage("\(Printable.path(path)): \(error == .noSuchFileOrDirectory ? "no such folder" : error == .notDirectory ? "not a folder" : error.description)")
         }
-        guard (try? folder.status().isDirectory) == true else { throw .usage("\(Printable.path(path)) is not a folder") }
-        return folder
     }
 
     /// Opens a folder as O_PATH, following symlinks: the fd is what gets verified and ruled.

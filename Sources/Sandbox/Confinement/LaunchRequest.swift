@@ -1,3 +1,4 @@
+@preconcurrency import Glibc
 import SystemPackage
 
 /// A folder the sandbox may use beyond the policy's system paths: the app's
@@ -94,6 +95,17 @@ public struct LaunchRequest: Sendable {
     /// `--denials-limit`: the most that log may hold, in bytes.
     public var denialLogBytes = DenialReporter.defaultLogBytes
 
+    /// Refuses a descriptor to keep that is not open. It must run before the
+    /// launcher opens anything of its own: later, a number the caller never
+    /// opened could name one of the launcher's (a folder, a library) and
+    /// hand it to the command. `ConfinementPlan` checks first thing; a
+    /// caller that opens files before it (a policy, a grant) checks earlier.
+    public static func checkKept(_ descriptors: [CInt]) throws(SandboxError) {
+        for fd in descriptors where fd > 2 && fcntl(fd, F_GETFD) < 0 {
+            throw .descriptorNotOpen(fd)
+        }
+    }
+
     public init(app: AppID, policy: Policy, command: [String], containerBase: String, hostEnvironment: [String: String]) {
         self.app = app
         self.policy = policy
@@ -113,18 +125,4 @@ public enum TerminalChoice: Sendable {
     case automatic
     /// Hand the descriptors over as they are, terminals included.
     case never
-}
-
-/// How the confined command ended.
-public enum Termination: Sendable, Equatable {
-    case exited(Int32)
-    case signaled(Int32)
-
-    /// The shell's convention: the exit status, or 128+N when killed by signal N.
-    public var exitCode: Int32 {
-        switch self {
-        case .exited(let code): code
-        case .signaled(let signal): 128 + signal
-        }
-    }
 }

@@ -251,45 +251,12 @@ final class MetadataSupervisor {
     }
 
     /// True when `target` (whose `status` is given) is one of `roots` or
-    /// lies beneath one, walking parents by inode as Landlock does. `folder`,
-    /// if known, is the folder a non-directory target was found in.
+    /// lies beneath one (`Ancestry.isBeneath`); a file's folder is found by
+    /// the name the kernel keeps, in the command's view.
     func isBeneath(_ target: OwnedDescriptor, status: stat, folder: OwnedDescriptor?, roots: Set<InodeIdentity>) throws(Errno) -> Bool {
-        if roots.contains(status.inodeIdentity) { return true }
-        var current: OwnedDescriptor
-        var identity: InodeIdentity
-        if status.isDirectory {
-            current = target
-            identity = status.inodeIdentity
-        } else if let folder {
-            current = folder
-            identity = try folder.status().inodeIdentity
-        } else {
-            // A non-directory has no "..": its folder, by the name the kernel
-            // keeps (in the command's view), proven to hold this inode.
-            guard let found = try? paths.folder(holding: target, identity: status.inodeIdentity, unlinked: false) else { return false }
-            current = found
-            identity = try current.status().inodeIdentity
+        try Ancestry.isBeneath(target, status: status, folder: folder, roots: roots) { file, identity in
+            try? paths.folder(holding: file, identity: identity, unlinked: false)
         }
-        // Each ancestor is one fstatat of "../..", no descriptor opened or
-        // closed; every 64 levels the walk moves its start up, so that a deep
-        // folder costs a walk of at most 64 names per level, not its depth.
-        let stride = 64
-        var level = 0
-        for _ in 0..<4096 {
-            if roots.contains(identity) { return true }
-            if level == stride {
-                current = try OwnedDescriptor(taking: syscallRetrying { csb_open_ancestor(current.rawValue, Int32(stride)) })
-                level = 0
-            }
-            level += 1
-            var device: UInt64 = 0
-            var inode: UInt64 = 0
-            _ = try syscallRetrying { csb_ancestor_identity(current.rawValue, Int32(level), &device, &inode) }
-            let parentIdentity = InodeIdentity(device: device, inode: inode)
-            if parentIdentity == identity { return false }  // reached /
-            identity = parentIdentity
-        }
-        return false
     }
 
     /// Requests are served with the child's powers from here to `endServing` (see `CallerPowers`).
