@@ -9,6 +9,7 @@ let package = Package(
         .library(name: "Sandbox", targets: ["Sandbox"]),
         .library(name: "Grants", targets: ["Grants"]),
         .library(name: "Coordination", targets: ["Coordination"]),
+        .library(name: "AppSandbox", targets: ["AppSandbox"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -62,10 +63,13 @@ let package = Package(
             dependencies: ["SystemKit", "PropertyLists", "CSyscalls", .product(name: "SystemPackage", package: "swift-system")],
             exclude: ["PROTOCOL.md"]
         ),
+        // The trust boundary, owned in one place: locations, protected
+        // folders, link trust, policy-file trust, launching with grants.
+        .target(name: "AppSandbox", dependencies: ["Sandbox", "Grants", .product(name: "SystemPackage", package: "swift-system")]),
         .executableTarget(
             name: "sandboxed-run",
             dependencies: [
-                "Sandbox", "Grants", "Coordination",
+                "AppSandbox", "Coordination",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -77,7 +81,7 @@ let package = Package(
         ),
         .executableTarget(name: "policy-fuzzer", dependencies: ["Sandbox", "Policies"], path: "Fuzz/PolicyFuzzer"),
         .testTarget(name: "SandboxTests", dependencies: ["Sandbox", "CSyscalls", "CLaunch", "CSeccomp", "Policies"]),
-        .testTarget(name: "GrantsTests", dependencies: ["Grants", "Sandbox", "CSyscalls"]),
+        .testTarget(name: "GrantsTests", dependencies: ["Grants", "Sandbox", "AppSandbox", "CSyscalls"]),
         .testTarget(name: "CLITests", dependencies: ["sandboxed-run", "grants-benchmark"]),
         .testTarget(name: "CoordinationTests", dependencies: ["Coordination", "Sandbox", "sandboxed-run"]),
     ],

@@ -3,34 +3,6 @@
 #include "csyscalls.h"
 #include "internal.h"
 
-#include <errno.h>
-#include <link.h>
-#include <fcntl.h>
-#include <linux/capability.h>
-#include <linux/openat2.h>
-#include <linux/seccomp.h>
-#include <pthread.h>
-#include <sched.h>
-#include <signal.h>
-#include <stdatomic.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/eventfd.h>
-#include <sys/inotify.h>
-#include <sys/ioctl.h>
-#include <sys/mman.h>
-#include <sys/prctl.h>
-#include <sys/stat.h>
-#include <sys/syscall.h>
-#include <sys/statfs.h>
-#include <sys/sysmacros.h>
-#include <sys/uio.h>
-#include <sys/wait.h>
-#include <sys/xattr.h>
-#include <unistd.h>
-
-
 // MARK: Arguments
 
 static int csb_argc;

@@ -3,34 +3,6 @@
 #include "csyscalls.h"
 #include "internal.h"
 
-#include <errno.h>
-#include <link.h>
-#include <fcntl.h>
-#include <linux/capability.h>
-#include <linux/openat2.h>
-#include <linux/seccomp.h>
-#include <pthread.h>
-#include <sched.h>
-#include <signal.h>
-#include <stdatomic.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/eventfd.h>
-#include <sys/inotify.h>
-#include <sys/ioctl.h>
-#include <sys/mman.h>
-#include <sys/prctl.h>
-#include <sys/stat.h>
-#include <sys/syscall.h>
-#include <sys/statfs.h>
-#include <sys/sysmacros.h>
-#include <sys/uio.h>
-#include <sys/wait.h>
-#include <sys/xattr.h>
-#include <unistd.h>
-
-
 int csb_open_path(int dirfd, const char *path, int follow_symlinks) {
     int flags = O_PATH | O_CLOEXEC | (follow_symlinks ? 0 : O_NOFOLLOW);
     return openat(dirfd, path, flags);

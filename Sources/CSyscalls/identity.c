@@ -3,34 +3,6 @@
 #include "csyscalls.h"
 #include "internal.h"
 
-#include <errno.h>
-#include <link.h>
-#include <fcntl.h>
-#include <linux/capability.h>
-#include <linux/openat2.h>
-#include <linux/seccomp.h>
-#include <pthread.h>
-#include <sched.h>
-#include <signal.h>
-#include <stdatomic.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/eventfd.h>
-#include <sys/inotify.h>
-#include <sys/ioctl.h>
-#include <sys/mman.h>
-#include <sys/prctl.h>
-#include <sys/stat.h>
-#include <sys/syscall.h>
-#include <sys/statfs.h>
-#include <sys/sysmacros.h>
-#include <sys/uio.h>
-#include <sys/wait.h>
-#include <sys/xattr.h>
-#include <unistd.h>
-
-
 int csb_name_to_handle(int fd, struct csb_file_handle *handle, int *mount_id, int *is_fid) {
     handle->handle_bytes = sizeof(handle->f_handle);
     *is_fid = 0;
@@ -72,16 +44,5 @@ int csb_mount_facts(int fd, uint64_t *mount_id, int *is_mount_root, uint64_t *de
     *is_mount_root = (st.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) ? !!(st.stx_attributes & STATX_ATTR_MOUNT_ROOT) : -1;
     *device = (uint64_t)makedev(st.stx_dev_major, st.stx_dev_minor);
     *inode = st.stx_ino;
-    return 0;
-}
-
-int csb_mount_id(int fd, uint64_t *mount_id) {
-#ifndef STATX_MNT_ID
-#define STATX_MNT_ID 0x00001000U
-#endif
-    struct statx st;
-    if (statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW | AT_STATX_DONT_SYNC, STATX_MNT_ID, &st) != 0) return -1;
-    if (!(st.stx_mask & STATX_MNT_ID)) { errno = EOPNOTSUPP; return -1; }
-    *mount_id = st.stx_mnt_id;
     return 0;
 }

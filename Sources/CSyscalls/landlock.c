@@ -3,48 +3,6 @@
 #include "csyscalls.h"
 #include "internal.h"
 
-#include <errno.h>
-#include <link.h>
-#include <fcntl.h>
-#include <linux/capability.h>
-#include <linux/openat2.h>
-#include <linux/seccomp.h>
-#include <pthread.h>
-#include <sched.h>
-#include <signal.h>
-#include <stdatomic.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/eventfd.h>
-#include <sys/inotify.h>
-#include <sys/ioctl.h>
-#include <sys/mman.h>
-#include <sys/prctl.h>
-#include <sys/stat.h>
-#include <sys/syscall.h>
-#include <sys/statfs.h>
-#include <sys/sysmacros.h>
-#include <sys/uio.h>
-#include <sys/wait.h>
-#include <sys/xattr.h>
-#include <unistd.h>
-
-#ifndef SYS_landlock_create_ruleset
-#define SYS_landlock_create_ruleset 444
-#define SYS_landlock_add_rule 445
-#define SYS_landlock_restrict_self 446
-#endif
-#ifndef SYS_pidfd_open
-#define SYS_pidfd_open 434
-#endif
-#ifndef SYS_pidfd_getfd
-#define SYS_pidfd_getfd 438
-#endif
-#ifndef P_PIDFD
-#define P_PIDFD 3
-#endif
-
 #define CSB_LANDLOCK_CREATE_RULESET_VERSION (1U << 0)
 #define CSB_LANDLOCK_RULE_PATH_BENEATH 1
 #define CSB_LANDLOCK_RULE_NET_PORT 2

@@ -41,4 +41,12 @@ extension OwnedDescriptor {
     public func reopenedFolder() throws(Errno) -> OwnedDescriptor {
         try Self.openFolder([UInt8(ascii: ".")], relativeTo: self, follow: false, use: .read)
     }
+
+    /// The id of the mount this descriptor is on (statx, Linux 5.8), as
+    /// /proc/PID/mountinfo numbers it; nil where the kernel gives none.
+    public var mountID: UInt64? {
+        var mount: UInt64 = 0, device: UInt64 = 0, inode: UInt64 = 0
+        var root: CInt = 0
+        return csb_mount_facts(rawValue, &mount, &root, &device, &inode) == 0 ? mount : nil
+    }
 }

@@ -1,5 +1,5 @@
 import ArgumentParser
-import Sandbox
+import AppSandbox
 
 struct Container: ParsableCommand {
     static let configuration = CommandConfiguration(

@@ -2,8 +2,7 @@
 import ArgumentParser
 import CSyscalls
 import Coordination
-import Grants
-import Sandbox
+import AppSandbox
 import SystemPackage
 
 /// Exit codes of `append` and `coordinate` (sysexits.h): what a script can act on.
@@ -395,14 +394,10 @@ extension RawArguments {
 /// folder), or that another user could have planted, is refused.
 enum UnconfinedPath {
     static func trust() -> LinkTrust {
-        let environment = Environment.current
-        guard let state = try? StateDirectory.defaultPath(environment: environment),
-              let base = try? AppContainer.defaultBase(environment: environment) else {
-            return LinkTrust {
-                LinkTrust.Facts(unknown: "neither XDG_STATE_HOME, XDG_DATA_HOME nor HOME names the grant state: no folder can be told apart from an app's")
-            }
+        guard let session = try? SandboxSession.cli() else {
+            return LinkTrust { LinkTrust.Facts(unknown: "HOME names no grant state: no folder can be told apart from an app's") }
         }
-        return .ofState(state, containerBase: base)
+        return session.linkTrust()
     }
 
     static func folder(_ path: String) throws -> OwnedDescriptor {

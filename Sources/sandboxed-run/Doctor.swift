@@ -1,5 +1,5 @@
 import ArgumentParser
-import Sandbox
+import AppSandbox
 
 struct Doctor: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -19,7 +19,7 @@ struct Doctor: ParsableCommand {
         let names = policy.map { [$0] } ?? ["writer", "read-only", "networked"]
         var allEnforced = true
         for name in names {
-            let loaded = try PolicyChoice.load(name)
+            let loaded = try PolicyChoice.load(name, session: try SandboxSession.cli())
             let report = EnforcementReport(features: features, policy: loaded)
             allEnforced = allEnforced && report.missing.isEmpty
             print("\npolicy \(Printable.path(loaded.source)):")

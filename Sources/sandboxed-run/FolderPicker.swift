@@ -1,7 +1,6 @@
 @preconcurrency import Glibc
 import CSyscalls
-import Grants
-import Sandbox
+import AppSandbox
 import SystemPackage
 
 /// The terminal folder picker. It talks to the user through /dev/tty, not

@@ -1,7 +1,6 @@
 @preconcurrency import Glibc
 import ArgumentParser
-import Grants
-import Sandbox
+import AppSandbox
 
 extension StaleChoice: ExpressibleByArgument {}
 extension MissingChoice: ExpressibleByArgument {}
@@ -16,9 +15,8 @@ enum GrantResolver {
     }
 
     static func launchGrants(app: AppID, policy: Policy, onStale: StaleChoice, onMissing: MissingChoice) throws -> LaunchGrants {
-        var grants = try LaunchGrants(
-            broker: try Broker.open(), app: app, policy: policy, containerBase: try AppOptions.containerBase(),
-            onStale: onStale, onMissing: onMissing, picker: Broker.terminalPicker)
+        var grants = try SandboxSession.cli().launchGrants(
+            app: app, policy: policy, onStale: onStale, onMissing: onMissing, picker: Broker.terminalPicker)
         grants.notice = { Console.lines("sandboxed-run: \($0)") }
         return grants
     }

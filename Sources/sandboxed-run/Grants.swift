@@ -1,16 +1,13 @@
 @preconcurrency import Glibc
 import ArgumentParser
 import FoundationEssentials
-import Grants
-import Sandbox
+import AppSandbox
 import SystemPackage
 
 /// Where the broker keeps its state, and what it protects.
 enum Broker {
     static func open() throws -> GrantBroker {
-        let environment = Environment.current
-        let state = try StateDirectory(path: try StateDirectory.defaultPath(environment: environment))
-        return try GrantBroker(state: state, protectedFolders: [try AppContainer.defaultBase(environment: environment)])
+        try SandboxSession.cli().broker()
     }
 
     /// The terminal picker, for LaunchGrants: opens where the folder moved,
@@ -75,7 +72,7 @@ enum Broker {
 
     /// A bookmark file: nothing an app (or another user) could have planted along its path is followed.
     static func bookmarkFile(_ path: String, broker: GrantBroker) throws -> BookmarkFile {
-        try BookmarkFile(path: absolute(path), trust: .of(broker, containerBase: try AppOptions.containerBase()))
+        try SandboxSession.cli().bookmarkFile(absolute(path), broker: broker)
     }
 }
 

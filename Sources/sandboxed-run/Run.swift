@@ -1,7 +1,6 @@
 @preconcurrency import Glibc
 import ArgumentParser
-import Grants
-import Sandbox
+import AppSandbox
 import SystemPackage
 
 struct Run: ParsableCommand {
@@ -170,35 +169,21 @@ struct RunOptions {
         return parsed
     }
 
-    /// Whether the policy lists a folder (not a device file) read-write.
-    static func makesFoldersWritable(_ policy: Policy) -> Bool {
-        policy.systemPaths.contains { path in
-            var status = stat()
-            return path.access == .readWrite && stat(path.path, &status) == 0 && status.st_mode & S_IFMT == S_IFDIR
-        }
-    }
-
     func execute() throws {
         // Before the launcher opens anything (see `LaunchRequest.checkKept`).
         try LaunchRequest.checkKept(keptDescriptors)
         LaunchPhases.mark("arguments")
-        let policy = try PolicyChoice.load(self.policy, app: try AppID(app))
-        LaunchPhases.mark("policy")
-        if Self.makesFoldersWritable(policy) {
-            // Recorded before the app can plant anything there: unconfined
-            // commands never follow a link in such a folder, now or later.
-            try Broker.open().recordWritableSystemFolders(of: policy)
-        }
         var host = Environment.current
         for (name, value) in Environment.variables(keptEnvironment) { host[name] = value }
-        var request = LaunchRequest(
-            app: try AppID(app), policy: policy, command: command,
-            containerBase: try AppOptions.containerBase(), hostEnvironment: host)
+        let session = try SandboxSession(environment: host)
+        let policy = try PolicyChoice.load(self.policy, session: session)
+        LaunchPhases.mark("policy")
+        // The protected folders, and the policy's writable folders recorded
+        // before the app can plant anything there.
+        var request = try session.launchRequest(app: try AppID(app), policy: policy, command: command)
         request.keptDescriptors = keptDescriptors
         request.keptEnvironment = keptEnvironment
         request.workingDirectory = try workingDirectory.map { path throws(SandboxError) in try Broker.absolute(path) }
-        // No rule may expose the broker's state or the containers, whatever the policy says.
-        request.protectedFolders = [try StateDirectory.defaultPath(environment: request.hostEnvironment), request.containerBase]
         request.compatibility = bestEffort ? .bestEffort : .hardRequirement
         request.terminal = .automatic  // a terminal among stdin/stdout/stderr: the command gets its own pty
         if explain { request.explainDenials = 2 }
@@ -208,7 +193,7 @@ struct RunOptions {
         }
         if let denialsFile { request.denialLog = try DenialLog.open(
                 try Broker.absolute(RawArguments.value(of: "--denials") ?? FilePath(denialsFile)) { SandboxError.usage("--denials \(denialsFile): \($0)") },
-                trust: UnconfinedPath.trust()) }
+                trust: session.linkTrust()) }
         if !grants.isEmpty {
             let launchGrants = try GrantResolver.launchGrants(
                 app: request.app, policy: policy, onStale: onStale ?? (GrantResolver.hasTerminal ? .prompt : .fail),
@@ -251,20 +236,10 @@ struct RunOptions {
     }
 }
 
-/// `--policy`: a built-in name or a file.
+/// `--policy`: a built-in name or a file (see `SandboxSession.policy(named:)`).
 enum PolicyChoice {
-    /// With `app`, a policy file in (or reached through) a folder the app
-    /// can write is refused: the app could have written its own policy.
-    static func load(_ choice: String?, app: AppID? = nil) throws -> Policy {
-        let name = choice ?? "writer"
-        let policy: Policy
-        if let builtin = try Policy.builtin(named: name), !name.contains("/") {
-            policy = builtin
-        } else {
-            // The one rule for paths an unconfined command walks: a policy
-            // file where any app could write, now or once, is no policy.
-            policy = try Policy(contentsOfFile: name, trust: app == nil ? .everyLink() : UnconfinedPath.trust())
-        }
+    static func load(_ choice: String?, session: SandboxSession) throws -> Policy {
+        let policy = try session.policy(named: choice)
         for warning in policy.warnings { Console.warning("policy \(policy.source): \(warning)") }
         return policy
     }

@@ -1,8 +1,7 @@
 @preconcurrency import Glibc
 import ArgumentParser
 import CSyscalls
-import Grants
-import Sandbox
+import AppSandbox
 import SystemPackage
 
 @main
@@ -66,6 +65,9 @@ struct SandboxedRun: ParsableCommand {
         } catch let error as SandboxError {
             Console.error(Hints.message(for: error))
             Glibc.exit(error.exitCode)
+        } catch let error as SandboxSessionError {
+            Console.error(error.description)
+            Glibc.exit(125)
         } catch let error as GrantError {
             Console.error(error.description)
             Glibc.exit(error == .cancelled ? 1 : 125)
@@ -128,8 +130,8 @@ struct AppOptions: ParsableArguments {
 
     func appID() throws(SandboxError) -> AppID { try AppID(app) }
 
-    static func containerBase() throws(SandboxError) -> String {
-        try AppContainer.defaultBase(environment: Environment.current)
+    static func containerBase() throws -> String {
+        try SandboxSession.cli().containerBase
     }
 }
 
@@ -183,5 +185,12 @@ enum Hints {
         case .descriptorNotOpen(let fd): "--keep-fd \(fd): that descriptor is not open"
         default: error.description
         }
+    }
+}
+
+extension SandboxSession {
+    /// The CLI's session: its locations from the launcher's own environment.
+    static func cli() throws(SandboxSessionError) -> SandboxSession {
+        try SandboxSession(environment: Environment.current)
     }
 }

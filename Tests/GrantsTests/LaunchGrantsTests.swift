@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import SystemPackage
+@testable import AppSandbox
 @testable import Grants
 @testable import Sandbox
 

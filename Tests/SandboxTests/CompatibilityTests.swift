@@ -9,7 +9,7 @@ import Testing
     func request(_ scratch: Scratch, _ command: [String], _ level: CompatibilityLevel) throws -> LaunchRequest {
         var request = LaunchRequest(
             app: try AppID("com.example.compat"), policy: .defaultPolicy, command: command,
-            containerBase: scratch.containers, hostEnvironment: [:])
+            containerBase: scratch.containers, protectedFolders: [scratch.containers], hostEnvironment: [:])
         request.compatibility = level
         request.privateNamespaces = false  // an old kernel: no pid namespace to hide other processes either
         return request

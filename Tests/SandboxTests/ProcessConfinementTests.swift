@@ -236,7 +236,7 @@ import CSyscalls
         let scratch = Scratch()
         var request = LaunchRequest(
             app: try AppID("com.example.environment"), policy: .defaultPolicy, command: ["/bin/true"],
-            containerBase: scratch.containers, hostEnvironment: ["TERM": "xterm", "KEPT": "host"])
+            containerBase: scratch.containers, protectedFolders: [scratch.containers], hostEnvironment: ["TERM": "xterm", "KEPT": "host"])
         request.keptEnvironment = ["KEPT", "TERM"]
         request.environment = ["HOME": "/elsewhere", "KEPT": "set"]
         let environment = try ConfinementPlan(request).environment.map { String(decoding: $0, as: UTF8.self) }

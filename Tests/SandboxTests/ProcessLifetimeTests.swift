@@ -210,7 +210,7 @@ private let doubleFork = """
         let scratch = Scratch()
         var request = LaunchRequest(
             app: try AppID(Self.app), policy: .defaultPolicy, command: ["/bin/true"],
-            containerBase: scratch.containers, hostEnvironment: [:])
+            containerBase: scratch.containers, protectedFolders: [scratch.containers], hostEnvironment: [:])
         let null = open("/dev/null", O_RDWR | O_CLOEXEC)
         defer { close(null) }
         (request.standardInput, request.standardOutput, request.standardError) = (null, null, null)
@@ -225,7 +225,7 @@ private let doubleFork = """
         let scratch = Scratch()
         var request = LaunchRequest(
             app: try AppID(Self.app), policy: .defaultPolicy, command: ["/bin/sh", "-c", "echo $$ > \"$HOME/pid\"; exec /bin/sleep 30"],
-            containerBase: scratch.containers, hostEnvironment: [:])
+            containerBase: scratch.containers, protectedFolders: [scratch.containers], hostEnvironment: [:])
         let null = open("/dev/null", O_RDWR | O_CLOEXEC)
         defer { close(null) }
         request.standardInput = null
@@ -249,7 +249,7 @@ private let doubleFork = """
         let marker = UUID().uuidString
         var request = LaunchRequest(
             app: try AppID(Self.app), policy: .defaultPolicy, command: [Run.python, "-c", doubleFork, marker, "stay"],
-            containerBase: scratch.containers, hostEnvironment: [:])
+            containerBase: scratch.containers, protectedFolders: [scratch.containers], hostEnvironment: [:])
         let null = open("/dev/null", O_RDWR | O_CLOEXEC)
         defer { close(null) }
         (request.standardInput, request.standardOutput, request.standardError) = (null, null, null)
@@ -268,7 +268,7 @@ private let doubleFork = """
     /// An old kernel (no signal scope) that also refuses namespaces, unless `namespaces`.
     func bestEffortOnABI3(_ command: [String], _ scratch: Scratch, namespaces: Bool = false) throws -> (ConfinementPlan, Int32) {
         var request = LaunchRequest(
-            app: try AppID(Self.app), policy: .defaultPolicy, command: command, containerBase: scratch.containers, hostEnvironment: [:])
+            app: try AppID(Self.app), policy: .defaultPolicy, command: command, containerBase: scratch.containers, protectedFolders: [scratch.containers], hostEnvironment: [:])
         request.compatibility = .bestEffort
         request.privateNamespaces = namespaces
         let out = open(scratch.path + "/out", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)

@@ -17,7 +17,7 @@ struct ReadOnlyMountsTests {
         configure: (inout LaunchRequest) -> Void = { _ in }
     ) throws -> (Outcome, ConfinedProcess.Namespaces) {
         var request = LaunchRequest(
-            app: try AppID("com.example.tests"), policy: .defaultPolicy, command: command, containerBase: scratch.containers,
+            app: try AppID("com.example.tests"), policy: .defaultPolicy, command: command, containerBase: scratch.containers, protectedFolders: [scratch.containers],
             hostEnvironment: ["LANG": "C.UTF-8"])
         configure(&request)
         var out: [CInt] = [-1, -1]

@@ -193,7 +193,7 @@ import SystemPackage
         var request = LaunchRequest(
             app: try AppID("com.example.tests"), policy: .defaultPolicy,
             command: ["/bin/sh", "-c", ": > Documents/f && ls -l Documents/f >/dev/null && echo listed; \(Run.python) -c 'import os; os.getxattr(\"Documents/f\", \"user.x\")' 2>&1 | tail -1"],
-            containerBase: scratch.containers, hostEnvironment: [:])
+            containerBase: scratch.containers, protectedFolders: [scratch.containers], hostEnvironment: [:])
         request.compatibility = .bestEffort
         let out = scratch.path + "/out"
         let fd = open(out, O_WRONLY | O_CREAT, 0o600)
@@ -276,9 +276,9 @@ import SystemPackage
         // the supervisor found the file (EPERM: not the owner) and not the
         // missing one (ENOENT).
         let scratch = Scratch()
-        let locked = scratch.path + "/locked"
-        try FileManager.default.createDirectory(atPath: locked, withIntermediateDirectories: false)
-        scratch.file("locked/exists")
+        let work = scratch.path + "/work", locked = work + "/locked"
+        try FileManager.default.createDirectory(atPath: locked, withIntermediateDirectories: true)
+        scratch.file("work/locked/exists")
         #expect(chown(locked + "/exists", 65534, 65534) == 0 && chown(locked, 65534, 65534) == 0 && chmod(locked, 0o700) == 0)
         let code = Attack.prelude + """
             folder = sys.argv[1]
@@ -292,9 +292,9 @@ import SystemPackage
                 attempt("getxattr-" + name, lambda: os.getxattr(path, "user.x"))
                 attempt("chmod-dotdot-" + name, lambda: os.chmod(os.path.join(folder, name, ".."), 0o755))
             """
-        let grant = try ConfinementPlan.openVerified(scratch.path)
+        let grant = try ConfinementPlan.openVerified(work)
         let confined = try Run.confined([Run.python, "-c", code, locked], in: scratch) {
-            $0.folders = [FolderRule(name: "SCRATCH", path: FilePath(scratch.path), descriptor: grant, access: .readWrite)]
+            $0.folders = [FolderRule(name: "WORK", path: FilePath(work), descriptor: grant, access: .readWrite)]
         }
         let answers = confined.output.map { $0.split(separator: " ").last.map(String.init) ?? "" }
         #expect(answers == Array(repeating: "EACCES", count: 14), "\(confined.output)")

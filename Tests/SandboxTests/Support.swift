@@ -58,7 +58,7 @@ enum Run {
         configure: (inout LaunchRequest) -> Void = { _ in }
     ) throws -> Outcome {
         var request = LaunchRequest(
-            app: try AppID(app), policy: policy, command: command, containerBase: scratch.containers,
+            app: try AppID(app), policy: policy, command: command, containerBase: scratch.containers, protectedFolders: [scratch.containers],
             hostEnvironment: ["LANG": "C.UTF-8", "SECRET_TOKEN": "hunter2"])
         configure(&request)
         let out = scratch.path + "/.stdout-" + UUID().uuidString

@@ -94,7 +94,7 @@ final class UserTerminal: @unchecked Sendable {
     func launch(_ command: [String], _ scratch: Scratch, terminal choice: TerminalChoice = .automatic) throws -> ConfinedProcess {
         var request = LaunchRequest(
             app: try AppID("com.example.terminal"), policy: .defaultPolicy, command: command,
-            containerBase: scratch.containers, hostEnvironment: ["TERM": "xterm"])
+            containerBase: scratch.containers, protectedFolders: [scratch.containers], hostEnvironment: ["TERM": "xterm"])
         request.standardInput = terminal
         request.standardOutput = terminal
         request.standardError = terminal
@@ -257,7 +257,7 @@ func waitInBackground(_ process: ConfinedProcess) -> () -> Termination? {
         let scratch = Scratch()
         var request = LaunchRequest(
             app: try AppID("com.example.terminal"), policy: .defaultPolicy, command: ["/bin/echo", "hello"],
-            containerBase: scratch.containers, hostEnvironment: [:])
+            containerBase: scratch.containers, protectedFolders: [scratch.containers], hostEnvironment: [:])
         request.standardInput = null
         request.standardOutput = master
         request.standardError = null

@@ -102,9 +102,6 @@ int csb_open_by_handle(int mount_fd, struct csb_file_handle *handle);
 int csb_filesystem_identity(int fd, uint64_t *fsid, uint64_t *type);
 /// O_PATH, which Glibc hides from Swift.
 extern const int CSB_O_PATH;
-/// `statx(fd, "", AT_EMPTY_PATH, STATX_MNT_ID)`: the id of the mount `fd`
-/// is on (Linux 5.8), as /proc/PID/mountinfo numbers it.
-int csb_mount_id(int fd, uint64_t *mount_id);
 /// `statx(fd, "", AT_EMPTY_PATH, STATX_BTIME)`: 0 with the birth time, or
 /// -1 with ENODATA when the filesystem does not keep one.
 int csb_birth_time(int fd, int64_t *seconds, uint32_t *nanoseconds);

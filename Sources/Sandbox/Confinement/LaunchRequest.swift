@@ -58,8 +58,9 @@ public struct LaunchRequest: Sendable {
     public var workingDirectory: String?
     /// Folders no rule may expose: the broker's state and the app containers.
     /// A system path or granted folder that holds one, or lies inside one, is
-    /// refused (the app's own container is the one exception).
-    public var protectedFolders: [String] = []
+    /// refused (the app's own container is the one exception). Required: a
+    /// request names them (`SandboxSession.launchRequest` always does).
+    public var protectedFolders: [String]
     public var compatibility: CompatibilityLevel = .hardRequirement
     /// The descriptors that become the command's stdin, stdout and stderr.
     public var standardInput: CInt = 0
@@ -106,11 +107,17 @@ public struct LaunchRequest: Sendable {
         }
     }
 
-    public init(app: AppID, policy: Policy, command: [String], containerBase: String, hostEnvironment: [String: String]) {
+    /// `protectedFolders`: at least the broker's state folder and
+    /// `containerBase` (see `SandboxSession`, which fills them).
+    public init(
+        app: AppID, policy: Policy, command: [String], containerBase: String, protectedFolders: [String],
+        hostEnvironment: [String: String]
+    ) {
         self.app = app
         self.policy = policy
         self.command = command
         self.containerBase = containerBase
+        self.protectedFolders = protectedFolders
         self.hostEnvironment = hostEnvironment
     }
 }

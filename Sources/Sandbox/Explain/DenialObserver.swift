@@ -353,10 +353,7 @@ final class DenialObserver {
             let destinationFolder = try walk(target.folder)
             guard sourceFolder.first != destinationFolder.first else { return nil }
             // On two mounts, the kernel answers EXDEV before Landlock is asked: not the sandbox's doing.
-            var sourceMount: UInt64 = 0
-            var destinationMount: UInt64 = 0
-            guard csb_mount_id(mounted.rawValue, &sourceMount) == 0, csb_mount_id(target.folder.rawValue, &destinationMount) == 0,
-                  sourceMount == destinationMount else { return nil }
+            guard let sourceMount = mounted.mountID, let destinationMount = target.folder.mountID, sourceMount == destinationMount else { return nil }
             guard let why = reparentingRefusal(
                 moved: moved, from: sourceFolder, to: destinationFolder, exchange: move.exchange, mode: reparenting.mode,
                 writable: reparenting.folders) else { return nil }

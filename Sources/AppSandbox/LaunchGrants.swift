@@ -1,4 +1,5 @@
 @preconcurrency import Glibc
+import Grants
 import Sandbox
 import SystemPackage
 
