@@ -30,6 +30,16 @@ public struct Protection: Sendable, Equatable {
     public let enforced: Bool
     /// Why not, or what happens instead.
     public let detail: String
+    /// A protection whose absence is reported but does not stop a launch:
+    /// one the kernel never gives in this situation (nproc for root).
+    public let reportOnly: Bool
+
+    public init(name: String, enforced: Bool, detail: String, reportOnly: Bool = false) {
+        self.name = name
+        self.enforced = enforced
+        self.detail = detail
+        self.reportOnly = reportOnly
+    }
 }
 
 /// What was actually enforced, for `--best-effort` runs and `doctor`.
@@ -37,12 +47,12 @@ public struct EnforcementReport: Sendable, Equatable {
     public let features: KernelFeatures.Snapshot
     public let protections: [Protection]
 
-    public var missing: [Protection] { protections.filter { !$0.enforced } }
+    public var missing: [Protection] { protections.filter { !$0.enforced && !$0.reportOnly } }
 
     public var text: String {
         var lines = ["Landlock ABI \(features.landlockABI) (this build knows up to \(Landlock.newestKnownABI))"]
         for protection in protections {
-            let mark = protection.enforced ? "enforced" : "NOT ENFORCED"
+            let mark = protection.enforced ? "enforced" : protection.reportOnly ? "NOT APPLIED" : "NOT ENFORCED"
             lines.append("  \(mark): \(protection.name)" + (protection.detail.isEmpty ? "" : " (\(protection.detail))"))
         }
         return lines.joined(separator: "\n")
@@ -88,11 +98,20 @@ extension KernelFeatures {
             list.append(landlock("TCP connect/bind limited by the policy", 4, "TCP connect and bind are not limited"))
         }
         if !policy.limits.isEmpty {
-            let values = policy.limits.sorted { $0.key < $1.key }.map { limit, value in
-                limit == .nproc ? "nproc +\(value)" : "\(limit.rawValue) \(value)"
+            // The kernel never applies RLIMIT_NPROC to real uid 0: said so, not claimed.
+            let root = getuid() == 0
+            let values = policy.limits.sorted { $0.key < $1.key }.compactMap { limit, value -> String? in
+                guard limit == .nproc else { return "\(limit.rawValue) \(value)" }
+                return root ? nil : "nproc +\(value)"
             }
             list.append(Protection(name: "resource limits (soft and hard, never above the launcher's): " + values.joined(separator: ", "),
                                    enforced: true, detail: "setrlimit before exec; nproc counts from the user's processes at launch"))
+            if root, let nproc = policy.limits[.nproc] {
+                list.append(Protection(name: "process count (nproc \(nproc))", enforced: false,
+                                       detail: "not applied: the kernel exempts uid 0 from RLIMIT_NPROC, and the sandbox's pid namespace "
+                                           + "does not bound it (a cgroup's pids.max would); launch as an unprivileged user to have it",
+                                       reportOnly: true))
+            }
         }
         list.append(Protection(name: "seccomp-bpf syscall allow-list", enforced: seccompFilter,
                                detail: seccompFilter ? "" : "no seccomp: every syscall is open"))
