@@ -93,83 +93,64 @@ extension ConfinementPlan {
     private func launch(
         stdio: (CInt, CInt, CInt), kept: [CInt], relay: TerminalRelay?, reopen: [[UInt8]?]?
     ) throws(SandboxError) -> ConfinedProcess? {
-        let argv = CStringArray(arguments)
-        let envp = CStringArray(bytes: environment)
         let readOnly = reopen != nil
-        let reopenPaths = CStringArray(bytes: (reopen ?? []).map { $0 ?? [] })
-        let writable = CStringArray(bytes: readOnly ? writablePaths.map { Array($0.bytes) } : [])
-        let writableFDs = writableRoots.map(\.rawValue)
-        let referLayers = (reparenting?.layers ?? []).map(\.descriptor.rawValue)
         var keeperPID: pid_t = 0
         var pidfd: CInt = -1
         var reportFD: CInt = -1
         // The keeper is a fork: it reads its own copy of everything below.
         let filter = try filter(readOnlyMounts: readOnly)
-        let limits = Self.resourceLimits(request.policy)
-        let filterBytes = filter ?? []
-        let guardBytes = terminalGuard ?? []
-        let spawned: CInt = executable.withCString { path in
-            workingDirectory.withCString { cwd in
-                kept.withUnsafeBufferPointer { keptFDs in
-                    referLayers.withUnsafeBufferPointer { referFDs in
-                        filterBytes.withUnsafeBytes { bpf in
-                            guardBytes.withUnsafeBytes { guardBPF in
-                                var plan = csb_child_plan()
-                                plan.path = path
-                                plan.argv = UnsafePointer(argv.pointer)
-                                plan.envp = UnsafePointer(envp.pointer)
-                                plan.working_directory = cwd
-                                plan.working_directory_fd = workingDirectoryDescriptor.rawValue
-                                plan.stdio = stdio
-                                plan.kept_fds = keptFDs.baseAddress
-                                plan.kept_fds_count = CInt(keptFDs.count)
-                                plan.ruleset_fd = ruleset?.descriptor.rawValue ?? -1
-                                plan.restrict_flags = restrictFlags
-                                plan.refer_rulesets = referFDs.baseAddress
-                                plan.refer_rulesets_count = CInt(referFDs.count)
-                                plan.seccomp_filter = filter == nil ? nil : bpf.baseAddress
-                                plan.seccomp_filter_length = UInt16(bpf.count / 8)
-                                plan.seccomp_guard = terminalGuard == nil ? nil : guardBPF.baseAddress
-                                plan.seccomp_guard_length = UInt16(guardBPF.count / 8)
-                                plan.seccomp_listener = (filter != nil && superviseMetadata) ? 1 : 0
-                                plan.drop_capabilities = Capabilities.canDropBoundingSet ? 1 : 0
-                                plan.last_capability = Capabilities.lastCapability
-                                plan.new_session = 1
-                                plan.die_with_parent = request.dieWithParent ? 1 : 0
-                                plan.controlling_terminal = relay?.controllingTerminal ?? -1
-                                if let reopen {
-                                    plan.stdio_reopen = (reopen[0] == nil ? nil : reopenPaths.pointer[0].map { UnsafePointer($0) },
-                                                         reopen[1] == nil ? nil : reopenPaths.pointer[1].map { UnsafePointer($0) },
-                                                         reopen[2] == nil ? nil : reopenPaths.pointer[2].map { UnsafePointer($0) })
-                                }
-                                var keeper = csb_keeper_plan()
-                                keeper.scope_signals = keeperScopesSignals ? 1 : 0
-                                keeper.scope_restrict_flags = keeperRestrictFlags
-                                keeper.kill_when_launcher_exits = request.dieWithParent ? 1 : 0
-                                keeper.private_namespaces = request.privateNamespaces ? 1 : 0
-                                keeper.user_namespace_allowed = 1
-                                keeper.uid = geteuid()
-                                keeper.gid = getegid()
-                                keeper.proc_access = ruleset?.rights(.readOnly).rawValue ?? 0
-                                keeper.shm_access = ruleset?.rights(.readWrite).rawValue ?? 0
-                                keeper.shm_size = Self.sharedMemorySize
-                                return writableFDs.withUnsafeBufferPointer { fds in
-                                    keeper.read_only_mounts = readOnly ? 1 : 0
-                                    keeper.writable_paths = UnsafeRawPointer(writable.pointer).assumingMemoryBound(to: UnsafePointer<CChar>?.self)
-                                    keeper.writable_fds = fds.baseAddress
-                                    keeper.writable_count = readOnly ? CInt(fds.count) : 0
-                                    return limits.withUnsafeBufferPointer { rlimits in
-                                        plan.rlimits = rlimits.baseAddress
-                                        plan.rlimits_count = CInt(rlimits.count)
-                                        return csb_spawn_kept(&plan, &keeper, &keeperPID, &pidfd, &reportFD)
-                                    }
-                                }
-                            }
-                        }
-                    }
-                }
+        let image = LaunchImage()
+        image.planChild { plan, image in
+            plan.path = image.string(executable)
+            plan.argv = image.strings(arguments.map { Array($0.utf8) })
+            plan.envp = image.strings(environment)
+            plan.working_directory = image.string(workingDirectory)
+            plan.working_directory_fd = workingDirectoryDescriptor.rawValue
+            plan.stdio = stdio
+            plan.kept_fds = image.array(kept)
+            plan.kept_fds_count = CInt(kept.count)
+            plan.ruleset_fd = ruleset?.descriptor.rawValue ?? -1
+            plan.restrict_flags = restrictFlags
+            let layers = (reparenting?.layers ?? []).map(\.descriptor.rawValue)
+            plan.refer_rulesets = image.array(layers)
+            plan.refer_rulesets_count = CInt(layers.count)
+            plan.seccomp_filter = image.bytes(filter)
+            plan.seccomp_filter_length = UInt16((filter?.count ?? 0) / 8)
+            plan.seccomp_guard = image.bytes(argumentGuard)
+            plan.seccomp_guard_length = UInt16((argumentGuard?.count ?? 0) / 8)
+            plan.seccomp_listener = (filter != nil && superviseMetadata) ? 1 : 0
+            plan.drop_capabilities = Capabilities.canDropBoundingSet ? 1 : 0
+            plan.last_capability = Capabilities.lastCapability
+            plan.new_session = 1
+            plan.die_with_parent = request.dieWithParent ? 1 : 0
+            plan.controlling_terminal = relay?.controllingTerminal ?? -1
+            if let reopen {
+                plan.stdio_reopen = (reopen[0].map { image.string($0) }, reopen[1].map { image.string($0) }, reopen[2].map { image.string($0) })
+            }
+            let limits = Self.resourceLimits(request.policy)
+            plan.rlimits = image.array(limits)
+            plan.rlimits_count = CInt(limits.count)
+        }
+        image.planKeeper { keeper, image in
+            keeper.scope_signals = keeperScopesSignals ? 1 : 0
+            keeper.scope_restrict_flags = keeperRestrictFlags
+            keeper.kill_when_launcher_exits = request.dieWithParent ? 1 : 0
+            keeper.private_namespaces = request.privateNamespaces ? 1 : 0
+            keeper.user_namespace_allowed = 1
+            keeper.uid = geteuid()
+            keeper.gid = getegid()
+            keeper.proc_access = ruleset?.rights(.readOnly).rawValue ?? 0
+            keeper.shm_access = ruleset?.rights(.readWrite).rawValue ?? 0
+            keeper.shm_size = Self.sharedMemorySize
+            keeper.read_only_mounts = readOnly ? 1 : 0
+            if readOnly {
+                keeper.writable_paths = UnsafeRawPointer(image.strings(writablePaths.map(\.bytes)))
+                    .assumingMemoryBound(to: UnsafePointer<CChar>?.self)
+                keeper.writable_fds = image.array(writableRoots.map(\.rawValue))
+                keeper.writable_count = CInt(writableRoots.count)
             }
         }
+        let spawned = image.spawn(keeperPID: &keeperPID, pidfd: &pidfd, report: &reportFD)
         LaunchPhases.mark("keeper forked")
         if spawned == CSB_SPAWN_NO_NAMESPACES { return nil }
         guard spawned == 0 else { throw .setup(step: "fork", errno: Errno(rawValue: errno)) }
@@ -430,32 +411,3 @@ public final class ConfinedProcess: @unchecked Sendable {
     }
 }
 
-/// NUL-terminated copies for execve, freed with the value.
-final class CStringArray {
-    let pointer: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>
-    private let count: Int
-
-    init(_ strings: [String]) {
-        count = strings.count
-        pointer = .allocate(capacity: count + 1)
-        for (index, string) in strings.enumerated() { pointer[index] = strdup(string) }
-        pointer[count] = nil
-    }
-
-    init(bytes entries: [[UInt8]]) {
-        count = entries.count
-        pointer = .allocate(capacity: count + 1)
-        for (index, entry) in entries.enumerated() {
-            let copy = malloc(entry.count + 1)!.assumingMemoryBound(to: CChar.self)  // freed in deinit
-            for (offset, byte) in entry.enumerated() { copy[offset] = CChar(bitPattern: byte) }
-            copy[entry.count] = 0
-            pointer[index] = copy
-        }
-        pointer[count] = nil
-    }
-
-    deinit {
-        for index in 0..<count { free(pointer[index]) }
-        pointer.deallocate()
-    }
-}

@@ -24,7 +24,9 @@ public final class ConfinementPlan: @unchecked Sendable {
     let restrictFlags: UInt32
     /// Built for `readOnlyMounts`; `filter(readOnlyMounts:)` builds the other.
     let filter: [UInt8]?
-    let terminalGuard: [UInt8]?
+    /// The second filter: arguments the rule table cannot judge (ioctls,
+    /// set-id modes, access mode 3, leases, others' scheduling, whiteouts).
+    let argumentGuard: [UInt8]?
     let superviseMetadata: Bool
     /// The options `filter` was built with, nil without seccomp.
     let filterOptions: SyscallFilter.Options?
@@ -149,11 +151,11 @@ public final class ConfinementPlan: @unchecked Sendable {
             options.readOnlyMounts = readOnlyMounts
             filterOptions = options
             filter = try SyscallFilter(options: options).compile()
-            terminalGuard = try SyscallFilter(options: options).argumentGuard()
+            argumentGuard = try SyscallFilter(options: options).argumentGuard()
             LaunchPhases.mark("seccomp filters")
         } else {
             filter = nil
-            terminalGuard = nil
+            argumentGuard = nil
             filterOptions = nil
             readOnlyMounts = false
         }
