@@ -88,7 +88,7 @@ public struct LaunchGrants {
 
     /// Resolves the bookmark at `path` (absolute) for grant `name`: the rule
     /// for the launch and the variable that names the folder for the command.
-    public func resolve(name: String, bookmark path: String) throws -> (rule: FolderRule, variable: String) {
+    public func resolve(name: String, bookmark path: String) throws -> (rule: PathRule, variable: String) {
         let fail = { (problem: String) in GrantError.launch(grant: name, file: path, problem: problem) }
         guard let allowed = GrantAccess.readWrite.pathAccess(allowedBy: policy) else {
             throw fail("policy \(policy.source) takes no user-selected folders (com.apple.security.files.user-selected.read-write or read-only)")
@@ -140,7 +140,7 @@ public struct LaunchGrants {
 
     private func rule(
         for resolution: BookmarkResolution, name: String, allowed: Policy.PathAccess, _ fail: (String) -> GrantError
-    ) throws -> (rule: FolderRule, variable: String) {
+    ) throws -> (rule: PathRule, variable: String) {
         guard resolution.status == .fresh || resolution.status == .moved, let folder = resolution.folder,
               let path = resolution.currentPath else {
             throw fail("\(resolution.status.rawValue): \(resolution.message)")
@@ -152,6 +152,6 @@ public struct LaunchGrants {
             notice("grant \(name): policy \(policy.source) allows user-selected folders read-only; \(path) is read-only")
             granted = .readOnly
         }
-        return (FolderRule(name: name, path: path, descriptor: folder, access: granted), "SANDBOX_GRANT_\(name)")
+        return (PathRule(grant: name, path: path, descriptor: folder, access: granted), "SANDBOX_GRANT_\(name)")
     }
 }

@@ -72,7 +72,7 @@ import SystemPackage
         var withGrant = request
         let data = home.path + "/data"
         try FileManager.default.createDirectory(atPath: home.containers, withIntermediateDirectories: true)
-        withGrant.folders = [FolderRule(name: "DATA", path: FilePath(data), descriptor: try .openPath(FilePath(data), follow: true), access: .readWrite)]
+        withGrant.folders = [PathRule(grant: "DATA", path: FilePath(data), descriptor: try .openPath(FilePath(data), follow: true), access: .readWrite)]
         #expect(throws: SandboxError.self) { _ = try ConfinementPlan(withGrant) }
     }
 

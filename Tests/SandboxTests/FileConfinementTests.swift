@@ -200,7 +200,7 @@ import SystemPackage
         let (vault, verified) = try scratch.folderSwappedAfterVerification("vault")
         let script = "echo x > \(vault)/planted && echo impostor-written; echo y > \(vault)-original/note && echo original-written"
         let outcome = try Run.confined(["/bin/sh", "-c", script], in: scratch) {
-            $0.folders = [FolderRule(name: "VAULT", path: FilePath(vault), descriptor: verified, access: .readWrite)]
+            $0.folders = [PathRule(grant: "VAULT", path: FilePath(vault), descriptor: verified, access: .readWrite)]
         }
         #expect(outcome.output == ["original-written"])
         #expect(!FileManager.default.fileExists(atPath: vault + "/planted"))

@@ -130,7 +130,7 @@ final class Sleeper {
         #expect(unconfined.output == ["FS_IOC_SETVERSION ok", "FS_IOC_SETFLAGS ok", "FS_IOC_FSSETXATTR ok", "unknown ENOTTY", "version False", "handle False"])
         let grant = try ConfinementPlan.openVerified(folder)
         let confined = try Run.confined([Run.python, "-c", code, folder], in: scratch) {
-            $0.folders = [FolderRule(name: "PHOTOS", path: FilePath(folder), descriptor: grant, access: .readOnly)]
+            $0.folders = [PathRule(grant: "PHOTOS", path: FilePath(folder), descriptor: grant, access: .readOnly)]
         }
         // name_to_handle_at is refused in the sandbox, so no "handle" line there.
         #expect(confined.output == ["FS_IOC_SETVERSION EPERM", "FS_IOC_SETFLAGS EPERM", "FS_IOC_FSSETXATTR EPERM", "unknown ENOTTY", "version True"])

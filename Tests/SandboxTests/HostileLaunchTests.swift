@@ -50,7 +50,7 @@ import SystemPackage
         let fd = try ConfinementPlan.openVerified(scratch.path + "/innocent")
         #expect(throws: SandboxError.self) {
             try Run.confined(["/bin/true"], in: scratch) {
-                $0.folders = [FolderRule(name: "VAULT", path: FilePath(scratch.path + "/innocent"), descriptor: fd, access: .readWrite)]
+                $0.folders = [PathRule(grant: "VAULT", path: FilePath(scratch.path + "/innocent"), descriptor: fd, access: .readWrite)]
                 $0.protectedFolders = [state]
             }
         }

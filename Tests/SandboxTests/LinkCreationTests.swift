@@ -33,7 +33,7 @@ import Testing
         for index in 1...3 { #expect(symlink("/usr", vault + "/users-link-\(index)") == 0) }  // the user's own, made before the grant
         let fd = try OwnedDescriptor.openPath(FilePath(vault), follow: true)
         return try Run.confined([Run.python, "-c", code, vault], in: scratch, policy: policy) {
-            $0.folders = [FolderRule(name: "VAULT", path: FilePath(vault), descriptor: fd, access: .readWrite)]
+            $0.folders = [PathRule(grant: "VAULT", path: FilePath(vault), descriptor: fd, access: .readWrite)]
         }.output
     }
 

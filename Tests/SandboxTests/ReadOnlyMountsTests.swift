@@ -89,7 +89,7 @@ struct ReadOnlyMountsTests {
             """
         let (confined, namespaces) = try Self.confined([Run.python, "-c", code, outside], in: scratch) {
             $0.policy = .withLinks
-            $0.folders = [FolderRule(name: "OUT", path: FilePath(outside), descriptor: try! ConfinementPlan.openVerified(outside), access: .readOnly)]
+            $0.folders = [PathRule(grant: "OUT", path: FilePath(outside), descriptor: try! ConfinementPlan.openVerified(outside), access: .readOnly)]
         }
         #expect(namespaces.contains(.readOnlyMounts))
         #expect(confined.output == [
@@ -157,7 +157,7 @@ struct ReadOnlyMountsTests {
             ["/bin/sh", "-c", "chmod 777 '\(vault)' && echo impostor-changed; chmod 700 '\(vault)-original' && echo original-changed"],
             in: scratch
         ) {
-            $0.folders = [FolderRule(name: "VAULT", path: FilePath(vault), descriptor: verified, access: .readWrite)]
+            $0.folders = [PathRule(grant: "VAULT", path: FilePath(vault), descriptor: verified, access: .readWrite)]
         }
         #expect(!namespaces.contains(.readOnlyMounts))
         #expect(confined.output == ["original-changed"], "\(confined.stderr)")

@@ -13,7 +13,7 @@ import Testing
         try FileManager.default.createDirectory(atPath: vault, withIntermediateDirectories: true)
         let fd = try ConfinementPlan.openVerified(vault)
         return try Run.confined(command, in: scratch, policy: policy) {
-            $0.folders = [FolderRule(name: "VAULT", path: FilePath(vault), descriptor: fd, access: .readWrite)]
+            $0.folders = [PathRule(grant: "VAULT", path: FilePath(vault), descriptor: fd, access: .readWrite)]
             $0.pathVariables = ["SANDBOX_GRANT_VAULT": FilePath(vault)]
             $0.workingDirectory = vault
         }

@@ -24,7 +24,7 @@ import SystemPackage
             request.readOnlyMounts = mode == .readOnlyMounts
             if features != nil { request.compatibility = .bestEffort }
             request.folders = folders.map { name, path, access in
-                FolderRule(name: name, path: FilePath(path), descriptor: try! ConfinementPlan.openVerified(path), access: access)
+                PathRule(grant: name, path: FilePath(path), descriptor: try! ConfinementPlan.openVerified(path), access: access)
             }
         }
         switch mode {
@@ -328,11 +328,11 @@ import SystemPackage
 
     @Test func oneLayerPerWritableFolderUpToTheBound() throws {
         let scratch = Scratch()
-        func rules(_ count: Int, access: Policy.PathAccess = .readWrite) -> [FolderRule] {
+        func rules(_ count: Int, access: Policy.PathAccess = .readWrite) -> [PathRule] {
             (0..<count).map { index in
                 let path = scratch.path + "/\(access.rawValue)-\(index)"
                 mkdir(path, 0o755)
-                return FolderRule(name: "F\(index)", path: FilePath(path), descriptor: try! ConfinementPlan.openVerified(path), access: access)
+                return PathRule(grant: "F\(index)", path: FilePath(path), descriptor: try! ConfinementPlan.openVerified(path), access: access)
             }
         }
         let one = try ReparentingLayers(abi: 7, rules: rules(1) + rules(3, access: .readOnly))

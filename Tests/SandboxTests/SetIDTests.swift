@@ -104,7 +104,7 @@ import SystemPackage
         let shelf = try shelf("shelf")
         let grant = try ConfinementPlan.openVerified(shelf)
         let confined = try Run.confined([Run.python, "-c", code, shelf], in: scratch) {
-            $0.folders = [FolderRule(name: "SHELF", path: FilePath(shelf), descriptor: grant, access: .readOnly)]
+            $0.folders = [PathRule(grant: "SHELF", path: FilePath(shelf), descriptor: grant, access: .readOnly)]
         }
         #expect(confined.output == ["cp 0", "install 0", "0o755 0o755", "link EXDEV", "rename EACCES"], "\(confined.stderr)")
         let container = try AppContainer.current(for: AppID("com.example.tests"), base: scratch.containers)
@@ -127,7 +127,7 @@ import SystemPackage
         #expect(try Run.unconfined(["/bin/sh", "-c", script]).termination == .exited(0))
         let grant = try ConfinementPlan.openVerified(scratch.path + "/shelf")
         let confined = try Run.confined(["/bin/sh", "-c", "tar xf '\(scratch.path)/shelf/package.tar' && stat -c '%a %n' package/bin/tool package/shared"], in: scratch) {
-            $0.folders = [FolderRule(name: "SHELF", path: FilePath(scratch.path + "/shelf"), descriptor: grant, access: .readOnly)]
+            $0.folders = [PathRule(grant: "SHELF", path: FilePath(scratch.path + "/shelf"), descriptor: grant, access: .readOnly)]
         }
         #expect(confined.termination == .exited(0), "\(confined.stderr)")
         #expect(confined.output == ["755 package/bin/tool", "2775 package/shared"])

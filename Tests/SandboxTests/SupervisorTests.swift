@@ -294,7 +294,7 @@ import SystemPackage
             """
         let grant = try ConfinementPlan.openVerified(work)
         let confined = try Run.confined([Run.python, "-c", code, locked], in: scratch) {
-            $0.folders = [FolderRule(name: "WORK", path: FilePath(work), descriptor: grant, access: .readWrite)]
+            $0.folders = [PathRule(grant: "WORK", path: FilePath(work), descriptor: grant, access: .readWrite)]
         }
         let answers = confined.output.map { $0.split(separator: " ").last.map(String.init) ?? "" }
         #expect(answers == Array(repeating: "EACCES", count: 14), "\(confined.output)")
@@ -384,7 +384,7 @@ import SystemPackage
         #expect(try Run.unconfined(["/bin/sh", "-c", script]).termination == .exited(0))
         let grant = try ConfinementPlan.openVerified(scratch.path + "/shelf")
         let outcome = try Run.confined(["/bin/sh", "-c", "tar xf '\(archive)' && find notes -printf '%m %p\\n' | sort"], in: scratch) {
-            $0.folders = [FolderRule(name: "SHELF", path: FilePath(scratch.path + "/shelf"), descriptor: grant, access: .readOnly)]
+            $0.folders = [PathRule(grant: "SHELF", path: FilePath(scratch.path + "/shelf"), descriptor: grant, access: .readOnly)]
         }
         #expect(outcome.termination == .exited(0), "\(outcome.stderr)")
         #expect(outcome.stderr.isEmpty)

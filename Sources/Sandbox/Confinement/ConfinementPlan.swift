@@ -77,8 +77,8 @@ public final class ConfinementPlan: @unchecked Sendable {
         let launcher = request.exposeLauncher ? LauncherFiles.current : nil
         environment = try Self.environment(for: request, container: container, launcher: launcher?.executable)
 
-        let containerFolder = try FolderRule(
-            name: "container", path: FilePath(container.root), descriptor: Self.openVerified(container.root), access: .readWrite)
+        let containerFolder = try PathRule(
+            origin: .container, path: FilePath(container.root), descriptor: Self.openVerified(container.root), access: .readWrite)
         let folders = [containerFolder] + request.folders
         let writableFolders = folders.filter { $0.access == .readWrite }
         writableRoots = writableFolders.map(\.descriptor)
@@ -249,14 +249,14 @@ public final class ConfinementPlan: @unchecked Sendable {
     /// the protected-folder check knows the folder of each file without
     /// asking /proc for its name; a last name that is a link is opened
     /// through, as the path says.
-    private static func openSystemPaths(_ policy: Policy) -> [FolderRule] {
+    private static func openSystemPaths(_ policy: Policy) -> [PathRule] {
         // A short list, not a dictionary: a new key type costs the runtime a
         // scan of every protocol conformance in the binary, at every launch.
         var folders: [(path: Substring, descriptor: OwnedDescriptor?)] = []
         return policy.systemPaths.compactMap { systemPath in
             let path = systemPath.path
             let rule = { (fd: CInt, folder: OwnedDescriptor?, inode: Ancestry.Inode?) in
-                FolderRule(name: "system", path: FilePath(path), descriptor: OwnedDescriptor(taking: fd), access: systemPath.access, folder: folder, inode: inode)
+                PathRule(origin: .system, path: FilePath(path), descriptor: OwnedDescriptor(taking: fd), access: systemPath.access, folder: folder, inode: inode)
             }
             // A path this system lacks (say /lib64 on arm64) only means less access.
             guard let slash = path.lastIndex(of: "/"), path.index(after: slash) < path.endIndex, slash != path.startIndex else {
@@ -279,7 +279,7 @@ public final class ConfinementPlan: @unchecked Sendable {
     }
 
     /// `refer`: whether the writable folders allow REFER (see `ReparentingLayers`).
-    private static func ruleset(abi: Int, policy: Policy, folders: [FolderRule], refer: Bool) throws(SandboxError) -> LandlockRuleset {
+    private static func ruleset(abi: Int, policy: Policy, folders: [PathRule], refer: Bool) throws(SandboxError) -> LandlockRuleset {
         var network: Landlock.NetworkAccess = []
         if abi >= 4 {
             if !policy.networkClient || policy.tcpConnectPorts != nil { network.insert(.connectTCP) }
@@ -335,7 +335,7 @@ public final class ConfinementPlan: @unchecked Sendable {
     /// state or the app containers: it would hand the sandbox the keys, the
     /// ledger or other apps' data. Compared by inode, as Landlock applies rules.
     private static func checkNothingProtected(
-        systemPaths: [FolderRule], grants: [FolderRule], policy: Policy, protected: [String]
+        systemPaths: [PathRule], grants: [PathRule], policy: Policy, protected: [String]
     ) throws(SandboxError) {
         // Each protected folder is walked on its own, with no memory: the
         // walker remembers a folder's parent by inode, and the parent of a
@@ -355,11 +355,11 @@ public final class ConfinementPlan: @unchecked Sendable {
                 guard Ancestry.overlaps(ruleChain, chain) else { continue }
                 let problem = "'\(Printable.path(rule.path))' would expose sandboxed-run's own \(Printable.path(path)) "
                     + "(the broker's keys and ledger, or the app containers) to the sandbox"
-                if rule.name == "system" {
-                    let key = "org.sandboxed-run.system-paths.\(rule.access.rawValue)"
-                    throw .policy(PolicyError(file: policy.source, key: key, problem: problem + ": list narrower paths"))
+                if let name = rule.grantName {
+                    throw .usage("grant \(name): \(problem): grant a folder that neither holds nor lies inside it")
                 }
-                throw .usage("grant \(rule.name): \(problem): grant a folder that neither holds nor lies inside it")
+                let key = "org.sandboxed-run.system-paths.\(rule.access.rawValue)"
+                throw .policy(PolicyError(file: policy.source, key: key, problem: problem + ": list narrower paths"))
             }
         }
     }
@@ -408,7 +408,7 @@ public final class ConfinementPlan: @unchecked Sendable {
 /// needs to run `$SANDBOXED_RUN append`. Read and execute on these files only.
 struct LauncherFiles {
     let executable: FilePath
-    let rules: [FolderRule]
+    let rules: [PathRule]
 
     static var current: LauncherFiles? {
         // A launcher deleted since it started has no name to give the sandbox.
@@ -427,11 +427,11 @@ struct LauncherFiles {
             let covered = ["/usr/", "/lib/", "/lib64/", "/bin/", "/sbin/"].contains { path.bytes.starts(with: Array($0.utf8)) }
             if !covered, !paths.contains(path) { paths.append(path) }
         }
-        let rules = paths.compactMap { path -> FolderRule? in
+        let rules = paths.compactMap { path -> PathRule? in
             // The executable's rule binds to the inode the kernel runs, not to what its name leads to now.
             let opened = path == executable ? FilePath("/proc/self/exe") : path
             guard let fd = try? OwnedDescriptor.openPath(opened, follow: true), (try? fd.status())?.isRegularFile == true else { return nil }
-            return FolderRule(name: "system", path: path, descriptor: fd, access: .readExecute)
+            return PathRule(origin: .launcher, path: path, descriptor: fd, access: .readExecute)
         }
         return LauncherFiles(executable: executable, rules: rules)
     }

@@ -1,14 +1,25 @@
 @preconcurrency import Glibc
 import SystemPackage
 
-/// A folder the sandbox may use beyond the policy's system paths: the app's
-/// container, or a user's grant. It holds the O_PATH fd that was verified,
-/// and the Landlock rule is added through that very fd, so nothing can swap
-/// the folder between check and confinement.
-public struct FolderRule: Sendable {
-    /// A name for messages, such as the grant's name.
-    public let name: String
-    /// The path where the folder was found, for messages and the environment.
+/// A path the sandbox may use: one of the policy's system paths (a file or a
+/// folder), the launcher's own executable, the app's container, a user's
+/// grant, or a mount of the sandbox's own. It holds the O_PATH fd that was
+/// verified, and the Landlock rule is added through that very fd, so nothing
+/// can swap the path between check and confinement.
+public struct PathRule: Sendable {
+    /// Where a rule comes from: what a message or a check says of it.
+    public enum Origin: Sendable, Equatable {
+        case system
+        case launcher
+        case container
+        /// A mount the keeper made for the sandbox (/proc, /dev/shm).
+        case namespace
+        /// A user's grant, by the name the command knows it by (`SANDBOX_GRANT_<NAME>`).
+        case grant(String)
+    }
+
+    public let origin: Origin
+    /// The path where it was found, for messages and the environment.
     public let path: FilePath
     public let descriptor: OwnedDescriptor
     public let access: Policy.PathAccess
@@ -18,17 +29,34 @@ public struct FolderRule: Sendable {
     /// What fstat said of `descriptor` when it was opened, when it was asked.
     let inode: Ancestry.Inode?
 
-    public init(name: String, path: FilePath, descriptor: OwnedDescriptor, access: Policy.PathAccess) {
-        self.init(name: name, path: path, descriptor: descriptor, access: access, folder: nil, inode: nil)
+    /// A user's grant.
+    public init(grant name: String, path: FilePath, descriptor: OwnedDescriptor, access: Policy.PathAccess) {
+        self.init(origin: .grant(name), path: path, descriptor: descriptor, access: access)
     }
 
-    init(name: String, path: FilePath, descriptor: OwnedDescriptor, access: Policy.PathAccess, folder: OwnedDescriptor?, inode: Ancestry.Inode?) {
-        self.name = name
+    init(origin: Origin, path: FilePath, descriptor: OwnedDescriptor, access: Policy.PathAccess, folder: OwnedDescriptor? = nil, inode: Ancestry.Inode? = nil) {
+        self.origin = origin
         self.path = path
         self.descriptor = descriptor
         self.access = access
         self.folder = folder
         self.inode = inode
+    }
+
+    /// The grant's name, nil for any other origin.
+    public var grantName: String? {
+        if case .grant(let name) = origin { return name }
+        return nil
+    }
+
+    /// For people: "the app's container", "grant VAULT", ...
+    public var shownName: String {
+        switch origin {
+        case .system, .launcher: "the policy's system path \(Printable.path(path))"
+        case .container: "the app's container"
+        case .namespace: "the sandbox's own \(Printable.path(path))"
+        case .grant(let name): "grant \(name)"
+        }
     }
 }
 
@@ -43,7 +71,7 @@ public struct LaunchRequest: Sendable {
     /// The launcher's environment: the source of LANG, TERM and `keptEnvironment`.
     public var hostEnvironment: [String: String]
     /// Folders beyond the container, such as the user's grants.
-    public var folders: [FolderRule] = []
+    public var folders: [PathRule] = []
     /// Variables to set in the sandbox (`--setenv`), applied last.
     public var environment: [String: String] = [:]
     /// Variables whose values are paths, such as `SANDBOX_GRANT_<NAME>`:

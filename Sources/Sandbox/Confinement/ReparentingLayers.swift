@@ -47,7 +47,7 @@ struct ReparentingLayers {
 
     let mode: Mode
     /// The distinct writable folders (one per inode), in rule order.
-    let folders: [(rule: FolderRule, identity: InodeIdentity)]
+    let folders: [(rule: PathRule, identity: InodeIdentity)]
     /// Entered by the child, in order, before the command's own layer.
     let layers: [LandlockRuleset]
 
@@ -55,8 +55,8 @@ struct ReparentingLayers {
     var allowsRefer: Bool { mode != .refused }
 
     /// `rules`: every rule of the command's layer; the read-write folders among them are kept apart.
-    init(abi: Int, rules: [FolderRule]) throws(Errno) {
-        var distinct: [(rule: FolderRule, identity: InodeIdentity)] = []
+    init(abi: Int, rules: [PathRule]) throws(Errno) {
+        var distinct: [(rule: PathRule, identity: InodeIdentity)] = []
         for rule in rules where rule.access == .readWrite {
             // What fstat said when the rule was opened, if it was asked (the system paths).
             let inode: Ancestry.Inode

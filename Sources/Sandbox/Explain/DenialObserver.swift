@@ -16,7 +16,7 @@ import SystemPackage
 /// what the report says, the command could have learnt by its own calls.
 final class DenialObserver {
     struct Root {
-        let rule: FolderRule
+        let rule: PathRule
         let identity: InodeIdentity
         let isDirectory: Bool
     }
@@ -37,7 +37,7 @@ final class DenialObserver {
     let containerRoot: String
     let reporter: DenialReporter
 
-    init(rules: [FolderRule], policy: Policy, containerRoot: String, reporter: DenialReporter, reparenting: ReparentingLayers?) {
+    init(rules: [PathRule], policy: Policy, containerRoot: String, reporter: DenialReporter, reparenting: ReparentingLayers?) {
         ruleRoots = rules.compactMap { rule in
             (try? rule.descriptor.status()).map { Root(rule: rule, identity: $0.inodeIdentity, isDirectory: $0.isDirectory) }
         }
@@ -56,7 +56,7 @@ final class DenialObserver {
         for mount in privateMounts {
             let start = CommandPaths.Start.path(base: nil, Array(mount.utf8CString), follow: false)
             guard let found = try? paths.resolve(start, caller: 0), found.status.isDirectory else { continue }
-            let rule = FolderRule(name: "namespace", path: FilePath(mount), descriptor: found.target, access: mount == "/proc" ? .readOnly : .readWrite)
+            let rule = PathRule(origin: .namespace, path: FilePath(mount), descriptor: found.target, access: mount == "/proc" ? .readOnly : .readWrite)
             roots.append(Root(rule: rule, identity: found.status.inodeIdentity, isDirectory: true))
         }
         rulesByInode = Dictionary(grouping: roots, by: \.identity)
@@ -251,7 +251,7 @@ final class DenialObserver {
     }
 
     /// The most specific rule that covers the inode `target` holds.
-    func covering(_ target: OwnedDescriptor) -> FolderRule? {
+    func covering(_ target: OwnedDescriptor) -> PathRule? {
         guard let status = try? target.status(),
               let chain = try? chain(of: CommandPaths.Resolved(target: target, status: status, folder: nil)) else { return nil }
         for identity in chain { if let root = rulesByInode[identity]?.first { return root.rule } }
@@ -368,7 +368,7 @@ final class DenialObserver {
     /// is `source` into the one whose chain is `destination`, or nil.
     func reparentingRefusal(
         moved: stat, from source: [InodeIdentity], to destination: [InodeIdentity], exchange: Bool,
-        mode: ReparentingLayers.Mode, writable: [(rule: FolderRule, identity: InodeIdentity)]
+        mode: ReparentingLayers.Mode, writable: [(rule: PathRule, identity: InodeIdentity)]
     ) -> String? {
         let sourceRules = source.flatMap { rulesByInode[$0] ?? [] }
         let destinationRules = destination.flatMap { rulesByInode[$0] ?? [] }
@@ -376,7 +376,7 @@ final class DenialObserver {
         // The command's layer allows REFER in the writable folders (and the
         // private /dev/shm) unless they cannot be kept apart.
         func refers(_ rules: [Root]) -> Bool {
-            rules.contains { $0.isDirectory && $0.rule.access == .readWrite && ($0.rule.name == "namespace" || mode != .refused) }
+            rules.contains { $0.isDirectory && $0.rule.access == .readWrite && ($0.rule.origin == .namespace || mode != .refused) }
         }
         for (rules, direction) in [(sourceRules, "out of"), (destinationRules, "into")] where !refers(rules) {
             if mode == .refused, rules.contains(where: { $0.isDirectory && $0.rule.access == .readWrite }) {
@@ -426,14 +426,7 @@ final class DenialObserver {
         return describe(rule)
     }
 
-    private func describe(_ rule: FolderRule) -> String {
-        switch rule.name {
-        case "container": "the app's container"
-        case "system": "the policy's system path \(Printable.path(bytes: rule.path.bytes))"
-        case "namespace": "the sandbox's own \(Printable.path(bytes: rule.path.bytes))"
-        default: "grant \(rule.name)"
-        }
-    }
+    private func describe(_ rule: PathRule) -> String { rule.shownName }
 
     // MARK: Known probes
 
@@ -452,23 +445,23 @@ final class DenialObserver {
     }
 
     /// The advice, in the vocabulary of grants and policy keys.
-    func reason(operation: Denial.Operation, covering rule: FolderRule?, path: [UInt8]) -> String {
+    func reason(operation: Denial.Operation, covering rule: PathRule?, path: [UInt8]) -> String {
         let needed: Policy.PathAccess = operation == .execute ? .readExecute : operation == .write ? .readWrite : .readOnly
         let key = "org.sandboxed-run.system-paths.\(needed.rawValue)"
         if let rule {
             let verb = operation == .execute ? "executing" : "writing"
-            switch rule.name {
-            case "namespace":
+            switch rule.origin {
+            case .namespace:
                 return "is in the sandbox's own \(Printable.path(bytes: rule.path.bytes)), which is \(rule.access.rawValue)"
-            case "system":
+            case .system, .launcher:
                 return "is in the policy's system path \(Printable.path(bytes: rule.path.bytes)), which is \(rule.access.rawValue) in policy \(policyName); \(verb) needs \(key)"
-            case "container":
+            case .container:
                 return "is in the app's container, which is read-write: files there cannot be executed; install tools in a system path of the policy (\(key))"
-            default:
+            case .grant(let name):
                 if operation == .execute {
-                    return "is in grant \(rule.name), which is \(rule.access.rawValue): files in grants cannot be executed"
+                    return "is in grant \(name), which is \(rule.access.rawValue): files in grants cannot be executed"
                 }
-                return "is in grant \(rule.name), which is \(rule.access.rawValue); grant it read-write to allow this"
+                return "is in grant \(name), which is \(rule.access.rawValue); grant it read-write to allow this"
             }
         }
         let text = String(decoding: path, as: UTF8.self)

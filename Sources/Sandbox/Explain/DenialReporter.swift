@@ -210,7 +210,7 @@ public enum DenialLog {
     }
 
     /// Refuses a log the sandbox can reach, then empties it.
-    static func check(_ log: OwnedDescriptor, against roots: [FolderRule]) throws(SandboxError) {
+    static func check(_ log: OwnedDescriptor, against roots: [PathRule]) throws(SandboxError) {
         let chain: [InodeIdentity]
         do { chain = try Ancestry.chain(of: log) } catch {
             throw .setup(step: "checking where the --denials file lies", errno: error)
@@ -218,8 +218,7 @@ public enum DenialLog {
         for root in roots {
             guard let identity = try? root.descriptor.status().inodeIdentity else { continue }
             if chain.contains(identity) {
-                let place = root.name == "system" ? "the policy's system path \(Printable.path(bytes: root.path.bytes))"
-                    : root.name == "container" ? "the app's container" : "grant \(root.name)"
+                let place = root.shownName
                 throw .usage("--denials: the file lies in \(place), which the sandbox can reach: the command could rewrite its own log; put it outside")
             }
         }
