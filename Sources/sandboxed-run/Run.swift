@@ -62,21 +62,19 @@ struct Run: ParsableCommand {
     @Argument(parsing: .captureForPassthrough, help: "The command and its arguments, after --.")
     var command: [String] = []
 
+    /// `run` is parsed by `RunOptions.parse` alone (SandboxedRun.main); the
+    /// declarations above describe its options to ArgumentParser for help,
+    /// the man page and completions, and `RunOptionsTests` requires them to
+    /// name exactly `RunOptions.table`'s options.
     mutating func run() throws {
-        if command.first == "--" { command.removeFirst() }
-        try RunOptions(
-            app: app.app, policy: policy, bestEffort: bestEffort, report: report, keptDescriptors: keptDescriptors,
-            setEnvironment: setEnvironment, keptEnvironment: keptEnvironment, grants: grants, onStale: onStale,
-            onMissing: onMissing, workingDirectory: workingDirectory, explain: explain, denialsFile: denialsFile,
-            denialsLimit: denialsLimit, superviseMetadata: superviseMetadata, command: command
-        ).execute()
+        throw CleanExit.helpRequest(self)
     }
 }
 
-/// `run`'s options, parsed by ArgumentParser (Run) or by the fast path
-/// (`RunOptions.parse`), which costs no reflection at start-up.
+/// `run`'s options: the configuration a launch is built from (as landrun's
+/// CLI fills a config and applies it), filled by one parser from one table.
 struct RunOptions {
-    var app: String
+    var app = ""
     var policy: String?
     var bestEffort = false
     var report = false
@@ -93,79 +91,120 @@ struct RunOptions {
     var superviseMetadata = false
     var command: [String] = []
 
-    /// Options that may be given once.
-    static let single = [
-        "--app", "--policy", "--on-stale", "--on-missing", "--chdir", "--best-effort", "--report", "--explain", "--denials",
-        "--denials-limit", "--supervise-metadata",
-    ]
+    /// One option: its name, whether it takes a value and may repeat, and
+    /// what it sets.
+    struct Option {
+        let name: String
+        let takesValue: Bool
+        let repeats: Bool
+        let apply: (inout RunOptions, String) throws(SandboxError) -> Void
 
-    /// The fast path: `options` are `run`'s arguments before `--`, `command`
-    /// what follows it. nil for anything it does not take exactly as
-    /// ArgumentParser would (help, an unknown or repeated option, a bad
-    /// value, a missing --app or command): ArgumentParser then parses the
-    /// same words and gives its own help or error.
-    static func parse(_ options: ArraySlice<String>, command: [String]) -> RunOptions? {
-        var unknown: String?
-        return parse(options, command: command, unknown: &unknown)
+        static func flag(_ name: String, _ apply: @escaping (inout RunOptions) -> Void) -> Option {
+            Option(name: name, takesValue: false, repeats: false) { options, _ in apply(&options) }
+        }
+
+        static func value(_ name: String, repeats: Bool = false, _ apply: @escaping (inout RunOptions, String) throws(SandboxError) -> Void) -> Option {
+            Option(name: name, takesValue: true, repeats: repeats, apply: apply)
+        }
     }
 
-    /// The same; `unknown` says what is wrong when the words cannot be `run`'s
-    /// whoever parses them (an option `run` does not have, one given twice).
-    static func parse(_ options: ArraySlice<String>, command: [String], unknown: inout String?) -> RunOptions? {
-        guard !command.isEmpty else { return nil }
-        var app: String?
-        var parsed = RunOptions(app: "", command: command)
-        var seen: [String] = []  // an array: a Set's first use costs more than this whole parse
-        var index = options.startIndex
-        func value() -> String? {
-            index += 1
-            guard index < options.endIndex, !options[index].hasPrefix("-") else { return nil }
-            return options[index]
-        }
-        while index < options.endIndex {
-            let word = options[index]
-            // --name=value: split once, as ArgumentParser does.
+    /// Every option of `run`, once. A list, not a dictionary: a new key type
+    /// costs the runtime a scan of every conformance at the first launch.
+    nonisolated(unsafe) static let table: [Option] = [
+        .value("--app") { options, text in options.app = text },
+        .value("--policy") { options, text in options.policy = text },
+        .flag("--best-effort") { $0.bestEffort = true },
+        .flag("--report") { $0.report = true },
+        .value("--keep-fd", repeats: true) { options, text throws(SandboxError) in
+            guard text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let fd = Int32(text) else {
+                throw .usage("run: --keep-fd \(text): give a descriptor number, such as 3")
+            }
+            options.keptDescriptors.append(fd)
+        },
+        .value("--setenv", repeats: true) { options, text in options.setEnvironment.append(text) },
+        .value("--keep-env", repeats: true) { options, text in options.keptEnvironment.append(text) },
+        .value("--grant", repeats: true) { options, text in options.grants.append(text) },
+        .value("--on-stale") { options, text throws(SandboxError) in
+            guard let choice = StaleChoice(rawValue: text) else {
+                throw .usage("run: --on-stale \(text): give one of \(StaleChoice.allCases.map(\.rawValue).joined(separator: ", "))")
+            }
+            options.onStale = choice
+        },
+        .value("--on-missing") { options, text throws(SandboxError) in
+            guard let choice = MissingChoice(rawValue: text) else {
+                throw .usage("run: --on-missing \(text): give one of \(MissingChoice.allCases.map(\.rawValue).joined(separator: ", "))")
+            }
+            options.onMissing = choice
+        },
+        .value("--chdir") { options, text in options.workingDirectory = text },
+        .flag("--explain") { $0.explain = true },
+        .value("--denials") { options, text in options.denialsFile = text },
+        .value("--denials-limit") { options, text in options.denialsLimit = text },
+        .flag("--supervise-metadata") { $0.superviseMetadata = true },
+    ]
+
+    /// Parses `run`'s words: options, then the command, after `--` or from
+    /// the first word that is not an option. Every mistake is a usage error
+    /// naming the word (an unknown or misspelt option, a value missing or
+    /// wrong, a single option given twice), never a default; nil for -h or
+    /// --help (ArgumentParser prints the help). No reflection, no
+    /// collections of new types: this runs at every launch.
+    static func parse(_ words: ArraySlice<String>) throws(SandboxError) -> RunOptions? {
+        var parsed = RunOptions()
+        var seen: [String] = []
+        var index = words.startIndex
+        while index < words.endIndex {
+            let word = words[index]
+            if word == "--" {
+                parsed.command = Array(words[(index + 1)...])
+                break
+            }
+            guard word.hasPrefix("-"), word != "-" else {
+                // With a -- further on, everything before it is options.
+                if words[index...].contains("--") {
+                    throw .usage("run: unexpected argument '\(word)' before --: put the command and its arguments after --")
+                }
+                parsed.command = Array(words[index...])
+                break
+            }
+            if word == "-h" || word == "--help" { return nil }
+            // --name=value: split once.
             var name = word
             var inline: String?
             if word.hasPrefix("--"), let equals = word.firstIndex(of: "=") {
                 name = String(word[..<equals])
                 inline = String(word[word.index(after: equals)...])
             }
-            func take() -> String? { inline ?? value() }
-            if Self.single.contains(name) {
-                // ArgumentParser would keep the last one silently: a second
-                // --policy must not quietly replace the first.
-                guard !seen.contains(name) else { unknown = "\(name) given twice: give it once"; return nil }
+            guard let option = table.first(where: { $0.name == name }) else {
+                throw .usage("run: unknown option '\(name)' (see sandboxed-run run --help)")
+            }
+            if !option.repeats {
+                guard !seen.contains(name) else { throw .usage("run: \(name) given twice: give it once") }
                 seen.append(name)
             }
-            switch name {
-            case "--app": guard let v = take() else { return nil }; app = v
-            case "--policy": guard let v = take() else { return nil }; parsed.policy = v
-            case "--best-effort": guard inline == nil else { return nil }; parsed.bestEffort = true
-            case "--report": guard inline == nil else { return nil }; parsed.report = true
-            case "--keep-fd": guard let v = take(), let fd = Int32(v) else { return nil }; parsed.keptDescriptors.append(fd)
-            case "--setenv": guard let v = take() else { return nil }; parsed.setEnvironment.append(v)
-            case "--keep-env": guard let v = take() else { return nil }; parsed.keptEnvironment.append(v)
-            case "--grant": guard let v = take() else { return nil }; parsed.grants.append(v)
-            case "--on-stale": guard let v = take(), let choice = StaleChoice(rawValue: v) else { return nil }; parsed.onStale = choice
-            case "--on-missing": guard let v = take(), let choice = MissingChoice(rawValue: v) else { return nil }; parsed.onMissing = choice
-            case "--chdir": guard let v = take() else { return nil }; parsed.workingDirectory = v
-            case "--explain": guard inline == nil else { return nil }; parsed.explain = true
-            case "--supervise-metadata": guard inline == nil else { return nil }; parsed.superviseMetadata = true
-            case "--denials": guard let v = take() else { return nil }; parsed.denialsFile = v
-            case "--denials-limit": guard let v = take() else { return nil }; parsed.denialsLimit = v
-            case "-h", "--help": return nil
-            default:
-                // A mistyped option is an error here, where it is still known
-                // as one: ArgumentParser would take it and every word after it
-                // as the command's.
-                if name.hasPrefix("-") { unknown = "unknown option '\(name)' (see sandboxed-run run --help)"; return nil }
-                return nil  // a positional before --: ArgumentParser says it its way
+            var value = ""
+            if option.takesValue {
+                if let inline {
+                    value = inline
+                } else {
+                    index += 1
+                    guard index < words.endIndex, words[index] != "--", !words[index].hasPrefix("-") else {
+                        throw .usage("run: \(name) needs a value (write \(name)=VALUE for one that starts with -)")
+                    }
+                    value = words[index]
+                }
+            } else if inline != nil {
+                throw .usage("run: \(name) takes no value")
             }
+            try option.apply(&parsed, value)
             index += 1
         }
-        guard let app else { return nil }
-        parsed.app = app
+        guard !parsed.app.isEmpty else {
+            throw .usage("run: --app is required: the app's identifier, such as com.example.memo")
+        }
+        guard !parsed.command.isEmpty else {
+            throw .usage("no command given: put it after --, for example: sandboxed-run run --app \(parsed.app) -- /bin/sh")
+        }
         return parsed
     }
 

@@ -23,44 +23,18 @@ struct SandboxedRun: ParsableCommand {
     /// Runs a command and turns every failure into one line on stderr and a documented exit code.
     static func main() {
         LaunchPhases.start()
-        // `run ... -- COMMAND ARGS`: the command is taken verbatim, not parsed,
-        // so its length costs nothing (the parser is quadratic in passthrough
-        // arguments: 100,000 of them took over two minutes).
-        var options = Array(Self.arguments.dropFirst())
-        var passthrough: [String]?
-        if options.first == "run", let separator = options.firstIndex(of: "--") {
-            passthrough = Array(options[(separator + 1)...])
-            options.removeSubrange(separator...)
-        }
+        // `run`: parsed by its one table (`RunOptions`), with no reflection;
+        // the command after `--` is taken verbatim, so its length costs nothing.
+        let options = Array(Self.arguments.dropFirst())
         do {
-            // `run` as it is launched in scripts: no reflection, no help text built.
-            if options.first == "run", let passthrough {
-                var unknown: String?
-                if let fast = RunOptions.parse(options.dropFirst(), command: passthrough, unknown: &unknown) {
-                    try fast.execute()
+            if options.first == "run" {
+                if let parsed = try RunOptions.parse(options.dropFirst()) {
+                    try parsed.execute()
                     return
                 }
-                if let unknown { throw SandboxError.usage("run: " + unknown) }
+                throw CleanExit.helpRequest(Run.self)
             }
             var command = try parseAsRoot(options)
-            if var run = command as? Run {
-                // ArgumentParser hands `run` every word it does not know, from
-                // the first one on: a mistyped option must stop the launch,
-                // never become part of the command or be dropped.
-                if let stray = run.command.first, stray == "-h" || stray == "--help" { throw CleanExit.helpRequest(Run.self) }
-                if let stray = run.command.first, passthrough != nil || stray.hasPrefix("-") {
-                    throw SandboxError.usage(stray.hasPrefix("-")
-                        ? "run: unknown option '\(stray)' (see sandboxed-run run --help)"
-                        : "run: unexpected argument '\(stray)' before --: put the command and its arguments after --")
-                }
-                // Without --, the options are the words before the command's.
-                let given = options.dropFirst().prefix(max(0, options.count - 1 - (passthrough == nil ? run.command.count : 0)))
-                for name in RunOptions.single where given.filter({ $0 == name || $0.hasPrefix(name + "=") }).count > 1 {
-                    throw SandboxError.usage("run: \(name) given twice: give it once")
-                }
-                if let passthrough { run.command = passthrough }
-                command = run
-            }
             try command.run()
         } catch let error as SandboxError {
             Console.error(Hints.message(for: error))

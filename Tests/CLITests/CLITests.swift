@@ -206,7 +206,7 @@ enum CLI {
     }
 
     @Test(arguments: [
-        (["run", "--", "/bin/true"], "Missing expected argument '--app <app>'"),
+        (["run", "--", "/bin/true"], "--app is required"),
         (["run", "--app", "../escape", "--", "/bin/true"], "invalid app id '../escape'"),
         (["run", "--app", "a"], "no command given"),
         (["run", "--app", "a", "--policy", "/no/such/policy.plist", "--", "/bin/true"], "policy /no/such/policy.plist: its folder does not exist"),
