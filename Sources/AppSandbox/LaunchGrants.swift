@@ -58,7 +58,7 @@ public struct LaunchGrants {
     /// person chose, held open, or nil when they cancelled.
     public var picker: ((PickRequest) throws -> OwnedDescriptor?)?
     /// Told what happened that the user should know (a rewritten bookmark, a downgrade).
-    public var notice: (String) -> Void = { _ in }
+    public var notice: (LaunchGrantNotice) -> Void = { _ in }
     /// Which links on a bookmark file's path may be followed: none that any
     /// app (now or once) or another user could have planted.
     let trust: LinkTrust
@@ -89,14 +89,14 @@ public struct LaunchGrants {
     /// Resolves the bookmark at `path` (absolute) for grant `name`: the rule
     /// for the launch and the variable that names the folder for the command.
     public func resolve(name: String, bookmark path: String) throws -> (rule: PathRule, variable: String) {
-        let fail = { (problem: String) in GrantError.launch(grant: name, file: path, problem: problem) }
+        let fail = { (problem: LaunchGrantProblem) in LaunchGrantError(grant: name, file: path, problem: problem) }
         guard let allowed = GrantAccess.readWrite.pathAccess(allowedBy: policy) else {
-            throw fail("policy \(policy.source) takes no user-selected folders (com.apple.security.files.user-selected.read-write or read-only)")
+            throw fail(.policyTakesNoGrants(policy: policy.source))
         }
         let file = try BookmarkFile(path: path, trust: trust)
         guard let blob = try file.read() else {
             guard onMissing == .prompt else {
-                throw fail("no bookmark there yet: make one with `sandboxed-run pick --app \(app) -o \(path)`, or pass --on-missing prompt")
+                throw fail(.bookmarkMissing(app: app))
             }
             let access: GrantAccess = allowed == .readWrite ? .readWrite : .readOnly
             let issued = try pick(PickRequest(app: app, access: access, startingAt: nil, highlighted: nil), into: file, fail)
@@ -112,10 +112,10 @@ public struct LaunchGrants {
             // refuse (protected, or not allowed) never gets a bookmark.
             let granted = try rule(for: resolution, name: name, allowed: allowed, fail)
             try file.replace(with: try broker.renew(resolution, app: app))
-            notice("grant \(name): \(resolution.message); bookmark rewritten")
+            notice(.rewritten(grant: name, message: resolution.message))
             return granted
         case (.fresh, _):
-            notice("grant \(name): \(resolution.message) (--on-stale follow rewrites it)")
+            notice(.stale(grant: name, message: resolution.message))
         case (.moved, .prompt):
             let request = PickRequest(
                 app: app, access: resolution.access ?? .readOnly, startingAt: resolution.currentPath?.removingLastComponent(),
@@ -123,35 +123,88 @@ public struct LaunchGrants {
             let issued = try pick(request, into: file, fail)
             resolution = try broker.resolve(issued.bookmark, app: app)
         case (.moved, .fail):
-            throw fail("\(resolution.message). Pass --on-stale follow to accept the new place, or --on-stale prompt to choose again.")
+            throw fail(.moved(message: resolution.message))
         default:
             // Replaced, missing, covered, inaccessible, revoked, wrong app and invalid are never followed.
-            throw fail("\(resolution.status.rawValue): \(resolution.message)")
+            throw fail(.unusable(status: resolution.status, message: resolution.message))
         }
         return try rule(for: resolution, name: name, allowed: allowed, fail)
     }
 
     /// Asks the person, grants what they chose and writes the bookmark.
-    private func pick(_ request: PickRequest, into file: BookmarkFile, _ fail: (String) -> GrantError) throws -> GrantBroker.Issued {
-        guard let picker else { throw fail("no picker to ask with: make the bookmark with `sandboxed-run pick`") }
+    private func pick(_ request: PickRequest, into file: BookmarkFile, _ fail: (LaunchGrantProblem) -> LaunchGrantError) throws -> GrantBroker.Issued {
+        guard let picker else { throw fail(.noPicker) }
         guard let folder = try picker(request) else { throw GrantError.cancelled }
         return try broker.grant(app: app, opened: folder, access: request.access) { bookmark in try file.replace(with: bookmark) }
     }
 
     private func rule(
-        for resolution: BookmarkResolution, name: String, allowed: Policy.PathAccess, _ fail: (String) -> GrantError
+        for resolution: BookmarkResolution, name: String, allowed: Policy.PathAccess, _ fail: (LaunchGrantProblem) -> LaunchGrantError
     ) throws -> (rule: PathRule, variable: String) {
         guard resolution.status == .fresh || resolution.status == .moved, let folder = resolution.folder,
               let path = resolution.currentPath else {
-            throw fail("\(resolution.status.rawValue): \(resolution.message)")
+            throw fail(.unusable(status: resolution.status, message: resolution.message))
         }
         // The folder may have come to hold the broker's own state since it was granted.
         try broker.checkNotProtected(folder, path: path)
         var granted = (resolution.access ?? .readOnly).pathAccess(allowedBy: policy) ?? .readOnly
         if resolution.access == .readWrite, allowed == .readOnly {
-            notice("grant \(name): policy \(policy.source) allows user-selected folders read-only; \(path) is read-only")
+            notice(.downgraded(grant: name, policy: policy.source, path: path))
             granted = .readOnly
         }
         return (PathRule(grant: name, path: path, descriptor: folder, access: granted), "SANDBOX_GRANT_\(name)")
+    }
+}
+
+/// Why a grant could not be given at launch: typed, so that each front end
+/// says how to set it right in its own terms (the CLI names its options).
+public enum LaunchGrantProblem: Equatable, Sendable {
+    /// The policy has no `com.apple.security.files.user-selected.*` entitlement.
+    case policyTakesNoGrants(policy: String)
+    /// No bookmark file yet, and missing ones are not to be asked for.
+    case bookmarkMissing(app: AppID)
+    /// A pick is needed and no picker was given.
+    case noPicker
+    /// The folder moved, and moves are not to be followed.
+    case moved(message: String)
+    /// Replaced, missing, covered, inaccessible, revoked, another app's, or invalid: never followed.
+    case unusable(status: BookmarkStatus, message: String)
+}
+
+public struct LaunchGrantError: Error, Equatable, CustomStringConvertible, Sendable {
+    public let grant: String
+    /// The bookmark file, as given.
+    public let file: String
+    public let problem: LaunchGrantProblem
+
+    public var description: String {
+        let what = switch problem {
+        case .policyTakesNoGrants(let policy):
+            "policy \(policy) takes no user-selected folders (com.apple.security.files.user-selected.read-write or read-only)"
+        case .bookmarkMissing: "no bookmark there yet"
+        case .noPicker: "the folder must be picked again, and there is no picker to ask with"
+        case .moved(let message): message
+        case .unusable(let status, let message): "\(status.rawValue): \(message)"
+        }
+        return "grant \(grant) (\(file)): \(what)"
+    }
+}
+
+/// What the user should hear of a launch's grants.
+public enum LaunchGrantNotice: Equatable, Sendable, CustomStringConvertible {
+    /// A moved folder was followed and its bookmark rewritten.
+    case rewritten(grant: String, message: String)
+    /// The bookmark is stale (an older key, say) and was not rewritten.
+    case stale(grant: String, message: String)
+    /// The policy allows user-selected folders read-only: a read-write grant is read-only.
+    case downgraded(grant: String, policy: String, path: FilePath)
+
+    public var description: String {
+        switch self {
+        case .rewritten(let grant, let message): "grant \(grant): \(message); bookmark rewritten"
+        case .stale(let grant, let message): "grant \(grant): \(message)"
+        case .downgraded(let grant, let policy, let path):
+            "grant \(grant): policy \(policy) allows user-selected folders read-only; \(path) is read-only"
+        }
     }
 }

@@ -27,8 +27,6 @@ public enum GrantError: Error, Equatable, CustomStringConvertible, Sendable {
     case bookmarkFile(path: String, problem: String)
     /// `--grant` was not NAME=FILE.
     case grantSpecification(String)
-    /// A grant could not be given to a launch: which, from which file, and why.
-    case launch(grant: String, file: String, problem: String)
     case cancelled
 
     public var description: String {
@@ -61,9 +59,7 @@ public enum GrantError: Error, Equatable, CustomStringConvertible, Sendable {
         case .bookmarkFile(let path, let problem):
             "bookmark \(path): \(problem)"
         case .grantSpecification(let spec):
-            "--grant '\(spec)': write NAME=FILE, NAME of letters, digits and _ (for example VAULT=vault.bookmark)"
-        case .launch(let grant, let file, let problem):
-            "grant \(grant) (\(file)): \(problem)"
+            "'\(spec)' is not NAME=FILE, NAME of letters, digits and _ (for example VAULT=vault.bookmark)"
         case .cancelled:
             "cancelled: no folder was granted"
         }

@@ -17,10 +17,16 @@ public enum SandboxError: Error, Equatable, CustomStringConvertible, Sendable {
     case notFound(command: String)
     /// A descriptor to keep open in the command is not open (exit 125).
     case descriptorNotOpen(CInt)
+    /// Explaining denials needs seccomp user notification, which this kernel lacks (exit 125).
+    case explainUnsupported
+    /// The working directory asked for is not a folder the sandbox can reach (exit 125).
+    case workingDirectoryUnreachable(FilePath)
+    /// The denials log (its path, when known) cannot be used, and why (exit 125).
+    case denialLog(FilePath?, String)
 
     public var exitCode: Int32 {
         switch self {
-        case .usage, .policy, .protectionUnavailable, .setup, .descriptorNotOpen: 125
+        case .usage, .policy, .protectionUnavailable, .setup, .descriptorNotOpen, .explainUnsupported, .workingDirectoryUnreachable, .denialLog: 125
         case .cannotExecute: 126
         case .notFound: 127
         }
@@ -33,8 +39,7 @@ public enum SandboxError: Error, Equatable, CustomStringConvertible, Sendable {
         case .policy(let error):
             error.description
         case .protectionUnavailable(let missing):
-            "this kernel cannot enforce: \(missing.joined(separator: "; ")). "
-                + "Run `sandboxed-run doctor` for details, or pass --best-effort to run with less protection."
+            "this kernel cannot enforce: \(missing.joined(separator: "; "))."
         case .setup(let step, let errno):
             "could not set up the sandbox: \(step) failed: \(errno.description) (errno \(errno.rawValue))"
         case .cannotExecute(let command, let errno):
@@ -44,6 +49,12 @@ public enum SandboxError: Error, Equatable, CustomStringConvertible, Sendable {
             } else {
                 "cannot execute \(command): \(errno.description)"
             }
+        case .denialLog(let path, let problem):
+            "the denials log\(path.map { " " + Printable.path($0) } ?? ""): \(problem)"
+        case .explainUnsupported:
+            "explaining denials needs seccomp user notification (Linux 5.0 or later), which this kernel lacks"
+        case .workingDirectoryUnreachable(let path):
+            "\(Printable.path(path)): not a folder the sandbox can reach; use its container, a granted folder or one of the policy's system paths"
         case .descriptorNotOpen(let fd):
             "descriptor \(fd), to be kept open in the command, is not open"
         case .notFound(let command):

@@ -17,7 +17,7 @@ enum GrantResolver {
     static func launchGrants(app: AppID, policy: Policy, onStale: StaleChoice, onMissing: MissingChoice) throws -> LaunchGrants {
         var grants = try SandboxSession.cli().launchGrants(
             app: app, policy: policy, onStale: onStale, onMissing: onMissing, picker: Broker.terminalPicker)
-        grants.notice = { Console.lines("sandboxed-run: \($0)") }
+        grants.notice = { Console.lines("sandboxed-run: " + Hints.message(for: $0)) }
         return grants
     }
 }

@@ -228,7 +228,7 @@ struct RunOptions {
         if explain { request.explainDenials = 2 }
         if let denialsLimit {
             guard denialsFile != nil else { throw SandboxError.usage("--denials-limit needs --denials FILE: it bounds that log") }
-            request.denialLogBytes = try DenialLog.byteLimit(denialsLimit)
+            request.denialLogBytes = try DenialLogLimit.byteLimit(denialsLimit)
         }
         if let denialsFile { request.denialLog = try DenialLog.open(
                 try Broker.absolute(RawArguments.value(of: "--denials") ?? FilePath(denialsFile)) { SandboxError.usage("--denials \(denialsFile): \($0)") },
@@ -270,7 +270,9 @@ struct RunOptions {
         let termination = try process.wait()
         LaunchPhases.mark("command ran")
         LaunchPhases.report()
-        if let line = process.denials?.finish(termination) { Console.error(line) }
+        if let line = process.denials?.finish(termination) {
+            Console.error(line.hasSuffix(", not explained") ? line.dropLast(", not explained".count) + "; run with --explain to see them" : line)
+        }
         Glibc.exit(termination.exitCode)
     }
 }
@@ -281,5 +283,27 @@ enum PolicyChoice {
         let policy = try session.policy(named: choice)
         for warning in policy.warnings { Console.warning("policy \(policy.source): \(warning)") }
         return policy
+    }
+}
+
+/// `--denials-limit`, parsed here: the option is the CLI's.
+enum DenialLogLimit {
+    /// `--denials-limit`: bytes, or a number with K, M or G (KiB, MiB, GiB),
+    /// from `DenialReporter.minimumLogBytes` to 1 TiB; anything else is a usage error.
+    static func byteLimit(_ text: String) throws(SandboxError) -> Int {
+        let units: [Character: Int] = ["K": 1 << 10, "M": 1 << 20, "G": 1 << 30]
+        var digits = Substring(text)
+        var unit = 1
+        if let last = digits.last, let scale = units[last] {
+            unit = scale
+            digits = digits.dropLast()
+        }
+        let maximum = 1 << 40
+        guard !digits.isEmpty, digits.count <= 13, digits.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
+              let number = Int(digits), number <= maximum / unit, number * unit >= DenialReporter.minimumLogBytes else {
+            throw .usage("--denials-limit \(Printable.message(text)): give bytes, or a number with K, M or G (KiB, MiB, GiB), "
+                + "from \(DenialReporter.minimumLogBytes) to 1024G; for example 16M")
+        }
+        return number * unit
     }
 }

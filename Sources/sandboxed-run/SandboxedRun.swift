@@ -42,8 +42,11 @@ struct SandboxedRun: ParsableCommand {
         } catch let error as SandboxSessionError {
             Console.error(error.description)
             Glibc.exit(125)
+        } catch let error as LaunchGrantError {
+            Console.error(Hints.message(for: error))
+            Glibc.exit(125)
         } catch let error as GrantError {
-            Console.error(error.description)
+            Console.error(Hints.message(for: error))
             Glibc.exit(error == .cancelled ? 1 : 125)
         } catch let error as ExitCode {
             Glibc.exit(error.rawValue)
@@ -157,7 +160,35 @@ enum Hints {
     static func message(for error: SandboxError) -> String {
         switch error {
         case .descriptorNotOpen(let fd): "--keep-fd \(fd): that descriptor is not open"
+        case .protectionUnavailable: error.description + " Run `sandboxed-run doctor` for details, or pass --best-effort to run with less protection."
+        case .explainUnsupported: "--explain and --denials: " + error.description
+        case .workingDirectoryUnreachable: "--chdir " + error.description
+        case .denialLog(let path, let problem): "--denials" + (path.map { " " + Printable.path($0) } ?? "") + ": " + problem
         default: error.description
+        }
+    }
+
+    static func message(for error: GrantError) -> String {
+        switch error {
+        case .grantSpecification: "--grant " + error.description
+        default: error.description
+        }
+    }
+
+    static func message(for error: LaunchGrantError) -> String {
+        switch error.problem {
+        case .bookmarkMissing(let app):
+            error.description + ": make one with `sandboxed-run pick --app \(app) -o \(error.file)`, or pass --on-missing prompt"
+        case .noPicker: error.description + ": make the bookmark with `sandboxed-run pick`"
+        case .moved: error.description + ". Pass --on-stale follow to accept the new place, or --on-stale prompt to choose again."
+        default: error.description
+        }
+    }
+
+    static func message(for notice: LaunchGrantNotice) -> String {
+        switch notice {
+        case .stale: notice.description + " (--on-stale follow rewrites it)"
+        default: notice.description
         }
     }
 }

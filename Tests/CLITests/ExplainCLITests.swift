@@ -347,7 +347,7 @@ enum DenialReporterLimits {
         let cuts = records.filter { $0["type"] as? String == "truncated" }
         #expect(cuts.count == 1)
         #expect(cuts.first?["bytes"] as? Int == 65536)
-        #expect(cuts.first?["why"] as? String == "byte limit (--denials-limit)")
+        #expect(cuts.first?["why"] as? String == "byte limit")
         let end = try #require(records.last)
         #expect(end["type"] as? String == "end")
         #expect(end["exit"] as? Int == 0)

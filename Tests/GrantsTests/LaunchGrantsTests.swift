@@ -19,10 +19,10 @@ import SystemPackage
         try home.move(vault, moved)
 
         var grants = try LaunchGrants(broker: broker, app: memo, policy: .defaultPolicy, containerBase: home.containers)
-        #expect(throws: GrantError.self) { try grants.resolve(name: "VAULT", bookmark: file) }
+        #expect(throws: LaunchGrantError.self) { try grants.resolve(name: "VAULT", bookmark: file) }
         grants.onStale = .follow
         var notices: [String] = []
-        grants.notice = { notices.append($0) }
+        grants.notice = { notices.append($0.description) }
         let (rule, variable) = try grants.resolve(name: "VAULT", bookmark: file)
         #expect(variable == "SANDBOX_GRANT_VAULT")
         #expect(rule.path == moved)
@@ -51,7 +51,7 @@ import SystemPackage
 
         var grants = try LaunchGrants(broker: broker, app: memo, policy: .defaultPolicy, containerBase: home.containers, onStale: .follow)
         var notices: [String] = []
-        grants.notice = { notices.append($0) }
+        grants.notice = { notices.append($0.description) }
         #expect(throws: GrantError.self) { try grants.resolve(name: "VAULT", bookmark: file) }
         #expect(try Data(contentsOf: URL(fileURLWithPath: file)) == before, "the bookmark was rewritten")
         #expect(notices.isEmpty, "\(notices)")
@@ -74,7 +74,7 @@ import SystemPackage
         let file = home.path + "/user/v.bookmark"
         let readOnly = try #require(try Policy.builtin(named: "read-only"))
         var grants = try LaunchGrants(broker: broker, app: memo, policy: readOnly, containerBase: home.containers, onMissing: .prompt)
-        #expect(throws: GrantError.self) { try grants.resolve(name: "V", bookmark: file) }  // no picker given
+        #expect(throws: LaunchGrantError.self) { try grants.resolve(name: "V", bookmark: file) }  // no picker given
         grants.picker = { request in
             #expect(request.access == .readOnly)
             return try ConfinementPlan.openFolder(vault)

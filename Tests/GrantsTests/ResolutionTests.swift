@@ -161,7 +161,7 @@ import Sandbox
         #expect(throws: BookmarkResolutionError.self) { try broker.url(resolvingBookmarkData: bookmark, app: memo, bookmarkDataIsStale: &isStale) }
         var grants = try LaunchGrants(broker: broker, app: memo, policy: .defaultPolicy, containerBase: home.containers, onStale: .follow)
         grants.notice = { Issue.record("notice: \($0)") }
-        #expect(throws: GrantError.self) { try grants.resolve(name: "VAULT", bookmark: file) }
+        #expect(throws: LaunchGrantError.self) { try grants.resolve(name: "VAULT", bookmark: file) }
         #expect(try [UInt8](Data(contentsOf: URL(fileURLWithPath: file))) == bookmark)
     }
 

@@ -61,7 +61,7 @@ public final class ConfinementPlan: @unchecked Sendable {
     init(_ request: LaunchRequest, features: KernelFeatures) throws(SandboxError) {
         try LaunchRequest.checkKept(request.keptDescriptors)
         guard let name = request.command.first, !name.isEmpty else {
-            throw .usage("no command given: put it after --, for example: sandboxed-run run --app com.example.memo -- /bin/sh")
+            throw .usage("no command given")
         }
         self.request = request
         let policy = request.policy
@@ -97,11 +97,10 @@ public final class ConfinementPlan: @unchecked Sendable {
             let folder = try Self.openVerified(requested)
             let reachable: Bool
             do { reachable = try Ancestry.isBeneath(folder, anyOf: readableRoots) } catch {
-                throw .setup(step: "checking --chdir \(requested)", errno: error)
+                throw .setup(step: "checking the working directory \(requested)", errno: error)
             }
             guard reachable, (try? folder.status().isDirectory) == true else {
-                throw .usage("--chdir \(Printable.path(requested)): not a folder the sandbox can reach; "
-                    + "use its container, a granted folder or one of the policy's system paths")
+                throw .workingDirectoryUnreachable(FilePath(requested))
             }
             workingDirectory = requested
             workingDirectoryDescriptor = folder
@@ -133,7 +132,7 @@ public final class ConfinementPlan: @unchecked Sendable {
         if let log = request.denialLog { try DenialLog.check(log, against: systemPaths + folders) }
         if denials.explains {
             guard superviseMetadata, features.seccompFilter else {
-                throw .usage("--explain and --denials need seccomp user notification (Linux 5.0 or later), which this kernel lacks")
+                throw .explainUnsupported
             }
             observer = DenialObserver(
                 rules: systemPaths + folders, policy: policy, containerRoot: container.root, reporter: denials, reparenting: reparenting)

@@ -469,7 +469,7 @@ final class DenialObserver {
         if systemFolders.contains(where: { text == $0 || text.hasPrefix($0 + "/") }) {
             return "not in policy \(policyName) (\(key))"
         }
-        return "outside every grant: a hardcoded path? The container is $HOME (\(Printable.path(containerRoot))); grant its folder with --grant NAME=BOOKMARK"
+        return "outside every grant: a hardcoded path? The container is $HOME (\(Printable.path(containerRoot))); grant its folder to the app"
     }
 
     private func socketDenial(family: UInt64) -> Denial {

@@ -75,7 +75,7 @@ public final class DenialReporter: @unchecked Sendable {
         let cut = JSONText.object([
             ("bytes", String(logBytes)), ("limit", String(Self.logLimit)), ("records", String(logged)),
             ("type", JSONText.quote("truncated")),
-            ("why", JSONText.quote(logged >= Self.logLimit ? "record limit" : "byte limit (--denials-limit)")),
+            ("why", JSONText.quote(logged >= Self.logLimit ? "record limit" : "byte limit")),
         ]) + "\n"
         loggedBytes += cut.utf8.count
         logFailed = !Self.write(cut, to: log.rawValue)
@@ -121,7 +121,7 @@ public final class DenialReporter: @unchecked Sendable {
             if unlisted > 0 { text += " (\(unlisted) more beyond \(Self.distinctLimit) distinct, counted only)" }
             return text
         }
-        return "\(how) after \(countText); run with --explain to see them"
+        return "\(how) after \(countText), not explained"
     }
 
     /// The distinct denials seen, with their counts, in order.
@@ -155,19 +155,19 @@ public enum DenialLog {
     /// someone else could have written it. Only a regular file with one name.
     public static func open(_ path: FilePath, trust: LinkTrust) throws(SandboxError) -> OwnedDescriptor {
         let shown = Printable.path(bytes: path.bytes)
-        let notRegular = SandboxError.usage("--denials \(shown): not a regular file (a FIFO, device or folder); name a new or regular file")
+        let notRegular = SandboxError.denialLog(path, "not a regular file (a FIFO, device or folder); name a new or regular file")
         guard path.isAbsolute, let leaf = path.lastComponent, leaf.kind == .regular else {
-            throw .usage("--denials \(shown): name a file by its absolute path")
+            throw .denialLog(path, "name a file by its absolute path")
         }
-        let folder = try SafeWalk.openFolder(path.removingLastComponent(), trust: trust) { SandboxError.usage("--denials \(shown): \($0)") }
+        let folder = try SafeWalk.openFolder(path.removingLastComponent(), trust: trust) { SandboxError.denialLog(path, "\($0)") }
         if let reason = trust.appMayHaveWritten(folder) {
-            throw .usage("--denials \(shown): it lies \(reason): the command could forge or redirect its own log; put it outside")
+            throw .denialLog(path, "it lies \(reason): the command could forge or redirect its own log; put it outside")
         }
         let name = FilePath(root: nil, [leaf])
         // Looked at before opening it: opening a device can have effects of its own.
         var named = stat()
         if name.withPlatformString({ fstatat(folder.rawValue, $0, &named, AT_SYMLINK_NOFOLLOW) }) == 0 {
-            if named.st_mode & S_IFMT == S_IFLNK { throw .usage("--denials \(shown): it is a symbolic link; name the file itself") }
+            if named.st_mode & S_IFMT == S_IFLNK { throw .denialLog(path, "it is a symbolic link; name the file itself") }
             guard named.st_mode & S_IFMT == S_IFREG else { throw notRegular }
         }
         // No O_TRUNC yet: a file in a grant must be refused untouched.
@@ -177,52 +177,34 @@ public enum DenialLog {
             let error = Errno(rawValue: errno)
             if error.rawValue == ENXIO { throw notRegular }  // a FIFO swapped in: O_NONBLOCK
             let why = error == .tooManySymbolicLinkLevels ? "it is a symbolic link; name the file itself" : error.description
-            throw .usage("--denials \(shown): \(why)")
+            throw .denialLog(path, "\(why)")
         }
         let file = OwnedDescriptor(taking: fd)
         guard let status = try? file.status(), (status.st_mode & S_IFMT) == S_IFREG else { throw notRegular }
         guard status.st_nlink <= 1 else {
-            throw .usage("--denials \(shown): the file has other names (hard links); name a file with one")
+            throw .denialLog(path, "the file has other names (hard links); name a file with one")
         }
         if let reason = trust.ownershipRefusal(ofFile: status, in: folder) {
-            throw .usage("--denials \(shown): \(reason); name a file of your own")
+            throw .denialLog(path, "\(reason); name a file of your own")
         }
         return file
     }
 
-    /// `--denials-limit`: bytes, or a number with K, M or G (KiB, MiB, GiB),
-    /// from `DenialReporter.minimumLogBytes` to 1 TiB; anything else is a usage error.
-    public static func byteLimit(_ text: String) throws(SandboxError) -> Int {
-        let units: [Character: Int] = ["K": 1 << 10, "M": 1 << 20, "G": 1 << 30]
-        var digits = Substring(text)
-        var unit = 1
-        if let last = digits.last, let scale = units[last] {
-            unit = scale
-            digits = digits.dropLast()
-        }
-        let maximum = 1 << 40
-        guard !digits.isEmpty, digits.count <= 13, digits.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
-              let number = Int(digits), number <= maximum / unit, number * unit >= DenialReporter.minimumLogBytes else {
-            throw .usage("--denials-limit \(Printable.message(text)): give bytes, or a number with K, M or G (KiB, MiB, GiB), "
-                + "from \(DenialReporter.minimumLogBytes) to 1024G; for example 16M")
-        }
-        return number * unit
-    }
 
     /// Refuses a log the sandbox can reach, then empties it.
     static func check(_ log: OwnedDescriptor, against roots: [PathRule]) throws(SandboxError) {
         let chain: [InodeIdentity]
         do { chain = try Ancestry.chain(of: log) } catch {
-            throw .setup(step: "checking where the --denials file lies", errno: error)
+            throw .setup(step: "checking where the denials log lies", errno: error)
         }
         for root in roots {
             guard let identity = try? root.descriptor.status().inodeIdentity else { continue }
             if chain.contains(identity) {
                 let place = root.shownName
-                throw .usage("--denials: the file lies in \(place), which the sandbox can reach: the command could rewrite its own log; put it outside")
+                throw .denialLog(nil, "the file lies in \(place), which the sandbox can reach: the command could rewrite its own log; put it outside")
             }
         }
-        guard ftruncate(log.rawValue, 0) == 0 else { throw .setup(step: "emptying the --denials file", errno: Errno(rawValue: errno)) }
+        guard ftruncate(log.rawValue, 0) == 0 else { throw .setup(step: "emptying the denials log", errno: Errno(rawValue: errno)) }
         _ = fcntl(log.rawValue, F_SETFL, O_WRONLY | O_APPEND)
     }
 }
