@@ -405,7 +405,7 @@ enum UnconfinedPath {
     }
 
     static func folder(_ path: FilePath) throws -> OwnedDescriptor {
-        let absolute = try Broker.absolute(path) { CoordinationError.unsafePath(path, problem: $0) }
+        let absolute = try Picking.absolute(path) { CoordinationError.unsafePath(path, problem: $0) }
         return try SafeWalk.openFolder(absolute, trust: trust()) { CoordinationError.unsafePath(path, problem: $0) }
     }
 
@@ -414,7 +414,7 @@ enum UnconfinedPath {
     }
 
     static func file(_ path: FilePath) throws -> FileCoordinator.Location {
-        let full = try Broker.absolute(path) { CoordinationError.unsafePath(path, problem: $0) }
+        let full = try Picking.absolute(path) { CoordinationError.unsafePath(path, problem: $0) }
         guard let last = full.lastComponent, last.kind == .regular else { throw CoordinationError.notARegularFile(path) }
         let name = FilePath(root: nil, [last]).withPlatformString { Array(UnsafeBufferPointer(start: $0, count: strlen($0) + 1)) }
         return FileCoordinator.Location(folder: try folder(full.removingLastComponent()), name: name, path: path)

@@ -222,7 +222,7 @@ struct RunOptions {
         var request = try session.launchRequest(app: try AppID(app), policy: policy, command: command)
         request.keptDescriptors = keptDescriptors
         request.keptEnvironment = keptEnvironment
-        request.workingDirectory = try workingDirectory.map { path throws(SandboxError) in try Broker.absolute(path) }
+        request.workingDirectory = try workingDirectory.map { path throws(SandboxError) in try Picking.absolute(path) }
         request.compatibility = bestEffort ? .bestEffort : .hardRequirement
         request.terminal = .automatic  // a terminal among stdin/stdout/stderr: the command gets its own pty
         if explain { request.explainDenials = 2 }
@@ -231,15 +231,15 @@ struct RunOptions {
             request.denialLogBytes = try DenialLogLimit.byteLimit(denialsLimit)
         }
         if let denialsFile { request.denialLog = try DenialLog.open(
-                try Broker.absolute(RawArguments.value(of: "--denials") ?? FilePath(denialsFile)) { SandboxError.usage("--denials \(denialsFile): \($0)") },
+                try Picking.absolute(RawArguments.value(of: "--denials") ?? FilePath(denialsFile)) { SandboxError.usage("--denials \(denialsFile): \($0)") },
                 trust: session.linkTrust()) }
         if !grants.isEmpty {
-            let launchGrants = try GrantResolver.launchGrants(
-                app: request.app, policy: policy, onStale: onStale ?? (GrantResolver.hasTerminal ? .prompt : .fail),
+            let launchGrants = try Picking.launchGrants(
+                app: request.app, policy: policy, onStale: onStale ?? (Picking.hasTerminal ? .prompt : .fail),
                 onMissing: onMissing)
             for spec in grants {
                 let (name, file) = try LaunchGrants.parse(spec)
-                let (rule, variable) = try launchGrants.resolve(name: name, bookmark: Broker.absolute(file))
+                let (rule, variable) = try launchGrants.resolve(name: name, bookmark: Picking.absolute(file))
                 request.folders.append(rule)
                 request.pathVariables[variable] = rule.path
             }

@@ -4,8 +4,23 @@ import FoundationEssentials
 import AppSandbox
 import SystemPackage
 
-/// Where the broker keeps its state, and what it protects.
-enum Broker {
+/// The grant side of the CLI: the session's broker, the terminal picker,
+/// `pick`, bookmark files and `run --grant`'s LaunchGrants.
+enum Picking {
+    static var hasTerminal: Bool {
+        guard isatty(0) == 1 else { return false }
+        let tty = Glibc.open("/dev/tty", O_RDWR | O_CLOEXEC)
+        if tty >= 0 { close(tty) }
+        return tty >= 0
+    }
+
+    static func launchGrants(app: AppID, policy: Policy, onStale: StaleChoice, onMissing: MissingChoice) throws -> LaunchGrants {
+        var grants = try SandboxSession.cli().launchGrants(
+            app: app, policy: policy, onStale: onStale, onMissing: onMissing, picker: Picking.terminalPicker)
+        grants.notice = { Console.lines("sandboxed-run: " + Hints.message(for: $0)) }
+        return grants
+    }
+
     static func open() throws -> GrantBroker {
         try SandboxSession.cli().broker()
     }
@@ -94,7 +109,7 @@ struct Pick: ParsableCommand {
     func run() throws {
         // The folder's name is taken as the bytes given, which need not be UTF-8.
         let selected = select.map { RawArguments.value(of: "--select") ?? FilePath($0) }
-        let issued = try Broker.pick(app: try app.appID(), access: readOnly ? .readOnly : .readWrite, selected: selected, output: output)
+        let issued = try Picking.pick(app: try app.appID(), access: readOnly ? .readOnly : .readWrite, selected: selected, output: output)
         Console.lines("granted \(app.app) \(issued.access.rawValue) access to \(issued.path) (grant \(issued.id))")
     }
 }
@@ -115,9 +130,9 @@ struct Resolve: ParsableCommand {
     @Argument(help: "The bookmark file.") var file: String
 
     func run() throws {
-        let broker = try Broker.open()
+        let broker = try Picking.open()
         let appID = try app.appID()
-        let bookmark = try Broker.bookmarkFile(file, broker: broker)
+        let bookmark = try Picking.bookmarkFile(file, broker: broker)
         guard let blob = try bookmark.read() else {
             throw GrantError.bookmarkFile(path: file, problem: "does not exist: make one with `sandboxed-run pick`")
         }
@@ -177,7 +192,7 @@ struct GrantsCommand: ParsableCommand {
         @Flag(help: "Print JSON.") var json = false
 
         func run() throws {
-            let records = try Broker.open().list(app: try app.map { try AppID($0) })
+            let records = try Picking.open().list(app: try app.map { try AppID($0) })
             if json {
                 print(JSON.encode(records.map {
                     GrantReport(id: $0.id.hex, app: $0.app, access: $0.access.rawValue, path: JSONPath($0.path),
@@ -203,12 +218,12 @@ struct GrantsCommand: ParsableCommand {
         @Option(help: "Every grant of this folder, for every app.") var folder: String?
 
         func run() throws {
-            let broker = try Broker.open()
+            let broker = try Picking.open()
             let count: Int
             switch (grant, app, folder) {
             case (let grant?, nil, nil): count = try broker.revoke(grant: grant)
             case (nil, let app?, nil): count = try broker.revoke(app: try AppID(app))
-            case (nil, nil, let folder?): count = try broker.revoke(folder: Broker.absolute(folder))
+            case (nil, nil, let folder?): count = try broker.revoke(folder: Picking.absolute(folder))
             default: throw ValidationError("give exactly one of --grant, --app or --folder")
             }
             print("revoked \(count) grant\(count == 1 ? "" : "s")")
@@ -223,7 +238,7 @@ struct GrantsCommand: ParsableCommand {
         @Flag(help: "Delete every key but the current one.") var retireOld = false
 
         func run() throws {
-            let broker = try Broker.open()
+            let broker = try Picking.open()
             if retireOld {
                 print("retired \(try broker.retireOldKeys()) old key(s)")
             } else {
@@ -263,3 +278,6 @@ enum JSON {
         return (try? encoder.encode(value)).map { String(decoding: $0, as: UTF8.self) } ?? "null"
     }
 }
+
+extension StaleChoice: ExpressibleByArgument {}
+extension MissingChoice: ExpressibleByArgument {}
