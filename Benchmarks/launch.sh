@@ -5,14 +5,25 @@
 # peak memory, then where our launch time goes (perf, where the machine has
 # it). Prints figures and ratios; asserts nothing (timing belongs here).
 #   Benchmarks/launch.sh [RUNS]
+#   BEFORE=/path/to/older/sandboxed-run Benchmarks/launch.sh [RUNS]
+#     also runs an older build's `run` and `run --grant` in the same turns,
+#     and prints this build's time over it (a change's cost, measured alike).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs="${1:-300}"
 scripts/install-deps
 scripts/build-release >/dev/null
-bin="$PWD/.build/release/sandboxed-run"
 root="$(mktemp -d)"
 trap 'rm -rf "$root"' EXIT
+# Each binary measured is a fresh copy: how a file's pages came into the page
+# cache (a linker's writes, a cp) moves its launch by 10% here, so the builds
+# compared must get there alike.
+cp "$PWD/.build/release/sandboxed-run" "$root/sandboxed-run"
+bin="$root/sandboxed-run"
+if [ -n "${BEFORE:-}" ]; then
+    cp "$BEFORE" "$root/sandboxed-run-before"
+    BEFORE="$root/sandboxed-run-before"
+fi
 export XDG_DATA_HOME="$root/data" XDG_STATE_HOME="$root/state"
 mkdir -p "$root/vault"
 "$bin" run --app bench -- /bin/true  # the container, outside the measurement
@@ -54,10 +65,14 @@ PY
 # The same commands in turns (Benchmarks/interleaved.c): one launch of each,
 # in a shuffled order, per round, so that the VM's drift falls on all alike.
 cc -O2 -o "$root/interleaved" Benchmarks/interleaved.c
+before=()
+if [ -n "${BEFORE:-}" ]; then
+    before=("$BEFORE run --app bench -- /bin/true" "$BEFORE run --app bench --grant VAULT=$root/vault.bookmark -- /bin/true")
+fi
 "$root/interleaved" "$runs" 20 "/bin/true" "$bin --help" "$bin run --app bench -- /bin/true" "$grant" \
     "$(command -v bwrap) --ro-bind / / /bin/true" \
     "$(command -v bwrap) --ro-bind / / --unshare-all --new-session --die-with-parent --dev /dev --proc /proc --tmpfs /tmp /bin/true" \
-    > "$root/interleaved.txt"
+    "${before[@]}" > "$root/interleaved.txt"
 python3 - "$root/interleaved.txt" <<'PY'
 import sys
 names = ["true", "sandboxed-run --help (start-up only)", "sandboxed-run run", "sandboxed-run run --grant",
@@ -69,6 +84,10 @@ print(f"{'command':40} {'median ms':>10} {'p25':>7} {'p75':>7} {'/ bwrap minimal
 for name, row in zip(names, rows):
     print(f"{name:40} {float(row[0]):10.2f} {float(row[1]):7.2f} {float(row[2]):7.2f} {float(row[0]) / median['bwrap --ro-bind / /']:16.2f}")
 print(f"\nwith one grant, in turns: x{median['sandboxed-run run --grant'] / median['sandboxed-run run']:.2f} of run without one")
+if len(rows) > len(names):
+    old_run, old_grant = float(rows[6][0]), float(rows[7][0])
+    print(f"\nthe older build (BEFORE), same turns: run {old_run:.2f} ms, --grant {old_grant:.2f} ms; "
+          f"this build over it: run x{median['sandboxed-run run'] / old_run:.3f}, --grant x{median['sandboxed-run run --grant'] / old_grant:.3f}")
 PY
 
 # Where the wall-clock time goes, phase by phase (SANDBOXED_RUN_PHASES: the
