@@ -206,19 +206,53 @@ public enum Ancestry {
         return folder
     }
 
-    /// The first of `others` that `folder` is, holds or lies inside, or
-    /// whose place could not be proven apart (a walk that fails counts as an
-    /// overlap: fail closed); nil when `folder` is apart from all of them.
-    /// `folder`'s chain is walked once, each other's once; a nil other is
-    /// skipped (absent: nothing there to overlap).
-    public static func firstOverlap(of folder: OwnedDescriptor, among others: [OwnedDescriptor?]) -> Int? {
-        let mine = try? chain(of: folder)
-        for (index, other) in others.enumerated() {
-            guard let other else { continue }
-            guard let mine, let theirs = try? chain(of: other) else { return index }
-            if overlaps(mine, theirs) { return index }
+    /// What `firstOverlap` found.
+    package enum Overlap: Equatable {
+        /// Item `item` is, holds or lies inside protected folder `protected`.
+        case overlap(item: Int, protected: Int)
+        /// Their places could not be proven apart (a walk failed): a refusal too.
+        case unproven(item: Int, protected: Int, Errno)
+    }
+
+    /// The one check that nothing exposes a protected folder: the first item
+    /// (a descriptor, with the folder it was opened in and what fstat said
+    /// of it, when known) that is, holds or lies inside one of `protected`
+    /// (nil: absent, nothing to overlap), compared by inode along "..", as
+    /// Landlock applies rules, so links and renames change nothing. Items
+    /// share one memoising walker; each protected folder is walked on its own,
+    /// with no memory (the parent of a mount's root depends on the mount it
+    /// was reached through). A walk that fails is `unproven`: fail closed.
+    package static func firstOverlap(
+        of items: [(descriptor: OwnedDescriptor, folder: OwnedDescriptor?, inode: Inode?)], among protected: [OwnedDescriptor?]
+    ) -> Overlap? {
+        let guarded: [Result<[InodeIdentity], Errno>?] = protected.map { folder -> Result<[InodeIdentity], Errno>? in
+            guard let folder else { return nil }
+            do throws(Errno) { return .success(try chain(of: folder)) } catch { return .failure(error) }
+        }
+        guard guarded.contains(where: { $0 != nil }) else { return nil }
+        let walker = Walker()
+        for (index, item) in items.enumerated() {
+            let itemChain = walker.chain(of: item.descriptor, folder: item.folder, known: item.inode)
+            for (place, guardedChain) in guarded.enumerated() {
+                guard let guardedChain else { continue }
+                guard let itemChain else { return .unproven(item: index, protected: place, .ioError) }
+                switch guardedChain {
+                case .failure(let error): return .unproven(item: index, protected: place, error)
+                case .success(let chain): if overlaps(itemChain, chain) { return .overlap(item: index, protected: place) }
+                }
+            }
         }
         return nil
+    }
+
+    /// The same for one folder (a grant being made or resolved): the index
+    /// of the first protected folder it overlaps, or whose place it cannot
+    /// be proven apart from.
+    public static func firstOverlap(of folder: OwnedDescriptor, among others: [OwnedDescriptor?]) -> Int? {
+        switch firstOverlap(of: [(folder, nil, nil)], among: others) {
+        case .overlap(_, let protected)?, .unproven(_, let protected, _)?: protected
+        case nil: nil
+        }
     }
 
     /// The same, for chains already walked.

@@ -336,30 +336,22 @@ public final class ConfinementPlan: @unchecked Sendable {
     private static func checkNothingProtected(
         systemPaths: [PathRule], grants: [PathRule], policy: Policy, protected: [String]
     ) throws(SandboxError) {
-        // Each protected folder is walked on its own, with no memory: the
-        // walker remembers a folder's parent by inode, and the parent of a
-        // mount's root depends on the mount it was reached through (the
-        // state folder through a bind mount must not stand for the
-        // containers' real path). A walk that fails counts as an overlap
-        // (fail closed).
-        let guarded = protected.compactMap { path in
-            (try? syscallRetrying { csb_open_path(AT_FDCWD, path, 1) }).map { (path, try? Ancestry.chain(of: OwnedDescriptor(taking: $0))) }
-        }
-        guard !guarded.isEmpty else { return }
-        let walker = Ancestry.Walker()
-        for rule in systemPaths + grants {
-            let ruleChain = walker.chain(of: rule.descriptor, folder: rule.folder, known: rule.inode)
-            for (path, chain) in guarded {
-                guard let ruleChain, let chain else { throw .setup(step: "checking \(Printable.path(rule.path)) against \(Printable.path(path))", errno: .ioError) }
-                guard Ancestry.overlaps(ruleChain, chain) else { continue }
-                let problem = "'\(Printable.path(rule.path))' would expose sandboxed-run's own \(Printable.path(path)) "
-                    + "(the broker's keys and ledger, or the app containers) to the sandbox"
-                if let name = rule.grantName {
-                    throw .usage("grant \(name): \(problem): grant a folder that neither holds nor lies inside it")
-                }
-                let key = "org.sandboxed-run.system-paths.\(rule.access.rawValue)"
-                throw .policy(PolicyError(file: policy.source, key: key, problem: problem + ": list narrower paths"))
+        let rules = systemPaths + grants
+        let guarded = protected.map { path in (try? syscallRetrying { csb_open_path(AT_FDCWD, path, 1) }).map(OwnedDescriptor.init(taking:)) }
+        switch Ancestry.firstOverlap(of: rules.map { ($0.descriptor, $0.folder, $0.inode) }, among: guarded) {
+        case nil:
+            return
+        case .unproven(let item, let place, let error)?:
+            throw .setup(step: "checking \(Printable.path(rules[item].path)) against \(Printable.path(protected[place]))", errno: error)
+        case .overlap(let item, let place)?:
+            let rule = rules[item]
+            let problem = "'\(Printable.path(rule.path))' would expose sandboxed-run's own \(Printable.path(protected[place])) "
+                + "(the broker's keys and ledger, or the app containers) to the sandbox"
+            if let name = rule.grantName {
+                throw .usage("grant \(name): \(problem): grant a folder that neither holds nor lies inside it")
             }
+            let key = "org.sandboxed-run.system-paths.\(rule.access.rawValue)"
+            throw .policy(PolicyError(file: policy.source, key: key, problem: problem + ": list narrower paths"))
         }
     }
 
