@@ -14,7 +14,7 @@ import Testing
 /// `REGENERATE_COMPILED_FILTERS=1 swift test --filter CompiledFiltersTests`.
 @Suite struct CompiledFiltersTests {
     static let file = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-        .appendingPathComponent("../../Sources/Sandbox/Kernel/CompiledFilters.swift").standardized
+        .appendingPathComponent("../../Sources/Sandbox/Kernel/Generated/CompiledFilters.swift").standardized
 
     /// Every option set a launch can ask for without --explain or a
     /// policy's extra syscalls; those are assembled at launch.

@@ -13,7 +13,7 @@ import Policies
 /// `REGENERATE_COMPILED_POLICIES=1 swift test --filter CompiledPoliciesTests`.
 @Suite struct CompiledPoliciesTests {
     static let file = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-        .appendingPathComponent("../../Sources/Sandbox/Policy/CompiledPolicies.swift").standardized
+        .appendingPathComponent("../../Sources/Sandbox/Policy/Generated/CompiledPolicies.swift").standardized
 
     @Test func eachCompiledPolicyIsWhatItsPlistDecodesTo() throws {
         for (name, plist) in BuiltinPolicies.all {
