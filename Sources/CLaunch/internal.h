@@ -46,6 +46,15 @@ struct csb_report { int stage; int error; int value; };
 /// One report message, with `passed_fd` as SCM_RIGHTS when >= 0.
 void csb_report_send(int fd, int stage, int error, int value, int passed_fd);
 
+/// Builds the private view in the keeper's new namespaces (view.c): 0, or
+/// -1 with errno and `failure` (a csb_view_failure, or the failing step).
+/// The root is final afterwards, with the sandbox's /proc when
+/// `proc_mounted` says so; /dev/shm is still to mount.
+int csb_view_build(const struct csb_child_plan *plan, const struct csb_keeper_plan *keeper, int *failure, int *proc_mounted);
+
+/// Opens the command's pty in the view's own devpts, with the plan's modes and size.
+int csb_view_pty(const struct csb_keeper_plan *keeper, int *master, int *terminal);
+
 /// Clones the confined child (CLONE_VM | CLONE_VFORK), which applies `plan`
 /// and execs; the caller has blocked every signal.
 pid_t csb_clone_child(const struct csb_child_plan *plan, int report_fd);

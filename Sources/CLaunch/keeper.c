@@ -268,16 +268,17 @@ static int csb_make_read_only_mounts(const struct csb_keeper_plan *keeper) {
     if (stat("/", &top) != 0) return -1;
     int failed = 0;
     for (int i = 0; i < count && !failed; i++) {
-        // The launcher verified the folder through its fd, in its own
-        // namespace; the same name here must be that very inode (the fd
+        // The launcher verified the folder (or file) through its fd, in its
+        // own namespace; the same name here must be that very inode (the fd
         // pins it, so its number cannot have been reused).
         struct stat verified, here;
-        targets[i] = open(keeper->writable_paths[i], O_PATH | O_DIRECTORY | O_CLOEXEC);
+        targets[i] = open(keeper->writable_paths[i], O_PATH | O_CLOEXEC);
         if (targets[i] < 0 || fstat(keeper->writable_fds[i], &verified) != 0 || fstat(targets[i], &here) != 0) { failed = 1; break; }
         if (verified.st_dev != here.st_dev || verified.st_ino != here.st_ino) { errno = ESTALE; failed = 1; break; }
         // A bind stacked on the namespace's root is never reached from it.
         if (here.st_dev == top.st_dev && here.st_ino == top.st_ino) { errno = EBUSY; failed = 1; break; }
-        trees[i] = open_tree(targets[i], "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE);
+        int recursive = S_ISDIR(here.st_mode) ? AT_RECURSIVE : 0;  // a file has no mounts beneath it
+        trees[i] = open_tree(targets[i], "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | recursive);
         if (trees[i] < 0) failed = 1;
     }
     if (!failed) {
@@ -316,10 +317,23 @@ static int csb_keeper_enter_namespaces(const struct csb_child_plan *plan, const 
     }
     // Nothing mounted here may propagate back to the host's namespace.
     if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) csb_keeper_fail(report_fd, CSB_KEEPER_MOUNT);
-    // Before /dev/shm and /proc: the private tmpfs stays writable, and the
-    // new procfs is mounted read-only below.
-    if (keeper->read_only_mounts) {
-        if (!csb_nsfs_refuses_setattr() || csb_make_read_only_mounts(keeper) != 0) csb_keeper_fail(report_fd, CSB_KEEPER_READ_ONLY_MOUNTS);
+    // Asked while the host's /proc is still mounted here: the sandbox's own
+    // comes later and reaches the same nsfs inodes.
+    if (keeper->read_only_mounts && !csb_nsfs_refuses_setattr()) csb_keeper_fail(report_fd, CSB_KEEPER_READ_ONLY_MOUNTS);
+    if (keeper->private_view) {
+        // Every mount but /tmp, /dev/shm and the writable binds is
+        // read-only in the view: what read-only mounts give the host view.
+        int failure = 0, proc_mounted = 0;
+        if (csb_view_build(plan, keeper, &failure, &proc_mounted) != 0) {
+            csb_report_send(report_fd, CSB_KEEPER_VIEW, errno, failure, -1);
+            _exit(127);
+        }
+        namespaces |= CSB_NAMESPACES_VIEW | (keeper->private_network ? CSB_NAMESPACES_NETWORK : 0) | (proc_mounted ? CSB_NAMESPACES_PROC : 0);
+        if (keeper->read_only_mounts) namespaces |= CSB_NAMESPACES_READ_ONLY_MOUNTS;
+    } else if (keeper->read_only_mounts) {
+        // Before /dev/shm and /proc: the private tmpfs stays writable, and
+        // the new procfs is mounted read-only below.
+        if (csb_make_read_only_mounts(keeper) != 0) csb_keeper_fail(report_fd, CSB_KEEPER_READ_ONLY_MOUNTS);
         namespaces |= CSB_NAMESPACES_READ_ONLY_MOUNTS;
     }
     // A missing /dev/shm or a refused mount only means less: the command
@@ -340,7 +354,10 @@ static int csb_keeper_enter_namespaces(const struct csb_child_plan *plan, const 
     // Read-only with the rest: a root command owns /proc's global entries,
     // and chmod on one (sysrq-trigger) would change it for the whole host.
     unsigned long proc_flags = MS_NOSUID | MS_NODEV | MS_NOEXEC | (keeper->read_only_mounts ? MS_RDONLY : 0);
-    if (mount("proc", "/proc", "proc", proc_flags, NULL) == 0
+    if (keeper->private_view) {
+        // The view mounted it already, before the host's went.
+        if ((namespaces & CSB_NAMESPACES_PROC) && keeper->uid == 0) csb_mask_root_only_proc();
+    } else if (mount("proc", "/proc", "proc", proc_flags, NULL) == 0
         && csb_rule_for_mount(plan->ruleset_fd, "/proc", keeper->proc_access) == 0) {
         if (keeper->uid == 0) csb_mask_root_only_proc();
         namespaces |= CSB_NAMESPACES_PROC;
@@ -370,6 +387,23 @@ __attribute__((noreturn)) static void csb_keeper(const struct csb_child_plan *pl
         child_plan.reenter_working_directory = child_plan.working_directory_fd >= 0 && child_plan.working_directory != NULL;
     }
     csb_report_send(report_fd, CSB_KEEPER_NAMESPACES, 0, namespaces, -1);
+    if ((namespaces & CSB_NAMESPACES_VIEW) && keeper->pty_slots != 0) {
+        // The command's pty comes from its own devpts, so that its ttyname
+        // names it; the launcher relays the master as it would its own.
+        int master = -1, terminal = -1;
+        if (csb_view_pty(keeper, &master, &terminal) != 0) {
+            csb_report_send(report_fd, CSB_KEEPER_VIEW, errno, CSB_VIEW_FAILED_PTY, -1);
+            _exit(127);
+        }
+        csb_report_send(report_fd, CSB_KEEPER_PTY_MASTER, 0, 0, master);
+        csb_report_send(report_fd, CSB_KEEPER_PTY_TERMINAL, 0, 0, terminal);
+        close(master);
+        for (int i = 0; i < 3; i++) {
+            if (!(keeper->pty_slots & (1 << i))) continue;
+            child_plan.stdio[i] = terminal;
+            child_plan.stdio_reopen[i] = NULL;
+        }
+    }
     prctl(PR_SET_NAME, "sandbox-keeper", 0, 0, 0);  // for ps; a failure changes nothing else
     if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0) csb_keeper_fail(report_fd, CSB_KEEPER_SUBREAPER);
     if (keeper->scope_signals) {
@@ -472,20 +506,24 @@ int csb_spawn_kept(const struct csb_child_plan *plan, const struct csb_keeper_pl
     if (keeper->private_namespaces) {
         // Root needs no user namespace; anyone else may be refused one
         // (Ubuntu's AppArmor, a sysctl): then the keeper is a plain fork.
+        int network = keeper->private_view && keeper->private_network ? CLONE_NEWNET : 0;
         if (geteuid() == 0) {
-            pid = csb_clone_namespaced(CLONE_NEWNS | CLONE_NEWPID);
+            pid = csb_clone_namespaced(CLONE_NEWNS | CLONE_NEWPID | network);
             if (pid >= 0) namespaces = CSB_NAMESPACES_PID_MOUNT;
         }
         if (pid < 0 && keeper->user_namespace_allowed) {
-            pid = csb_clone_namespaced(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWUSER);
+            pid = csb_clone_namespaced(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWUSER | network);
             if (pid >= 0) namespaces = CSB_NAMESPACES_PID_MOUNT | CSB_NAMESPACES_USER;
         }
     }
-    if (pid < 0 && keeper->read_only_mounts) {
-        // The filter lets metadata calls through only for read-only mounts.
+    if (pid < 0 && (keeper->read_only_mounts || keeper->private_view)) {
+        // The filter lets metadata calls through only for read-only mounts,
+        // and the private view is the namespaces' or nothing.
+        int refused = errno;
         pthread_sigmask(SIG_SETMASK, &old, NULL);
         close(sockets[0]);
         close(sockets[1]);
+        errno = refused;
         return CSB_SPAWN_NO_NAMESPACES;
     }
     if (pid < 0) pid = csb_fork();

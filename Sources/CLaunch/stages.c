@@ -31,6 +31,9 @@ const char *csb_stage_name(int stage) {
     case CSB_KEEPER_ID_MAP: return "mapping the keeper's uid and gid in its user namespace";
     case CSB_KEEPER_MOUNT: return "making the keeper's mounts private";
     case CSB_KEEPER_READ_ONLY_MOUNTS: return "making the keeper's mounts read-only";
+    case CSB_KEEPER_VIEW: return "building the private view";
+    case CSB_KEEPER_PTY_MASTER: return "the command's pty (its master)";
+    case CSB_KEEPER_PTY_TERMINAL: return "the command's pty (its terminal side)";
     }
     return 0;
 }

@@ -23,10 +23,14 @@ public enum SandboxError: Error, Equatable, CustomStringConvertible, Sendable {
     case workingDirectoryUnreachable(FilePath)
     /// The denials log (its path, when known) cannot be used, and why (exit 125).
     case denialLog(FilePath?, String)
+    /// The private view could not be built here, and why (exit 125). A
+    /// launch with `CompatibilityLevel.bestEffort` runs in the host view instead.
+    case viewUnavailable(String)
 
     public var exitCode: Int32 {
         switch self {
-        case .usage, .policy, .protectionUnavailable, .setup, .descriptorNotOpen, .explainUnsupported, .workingDirectoryUnreachable, .denialLog: 125
+        case .usage, .policy, .protectionUnavailable, .setup, .descriptorNotOpen, .explainUnsupported, .workingDirectoryUnreachable, .denialLog,
+             .viewUnavailable: 125
         case .cannotExecute: 126
         case .notFound: 127
         }
@@ -51,6 +55,8 @@ public enum SandboxError: Error, Equatable, CustomStringConvertible, Sendable {
             }
         case .denialLog(let path, let problem):
             "the denials log\(path.map { " " + Printable.path($0) } ?? ""): \(problem)"
+        case .viewUnavailable(let reason):
+            "the private view (a root holding only the container, the grants and the policy's system paths) could not be built: \(reason)"
         case .explainUnsupported:
             "explaining denials needs seccomp user notification (Linux 5.0 or later), which this kernel lacks"
         case .workingDirectoryUnreachable(let path):

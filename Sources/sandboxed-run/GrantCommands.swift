@@ -281,3 +281,4 @@ enum JSON {
 
 extension StaleChoice: ExpressibleByArgument {}
 extension MissingChoice: ExpressibleByArgument {}
+extension FileSystemView: ExpressibleByArgument {}

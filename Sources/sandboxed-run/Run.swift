@@ -59,6 +59,9 @@ struct Run: ParsableCommand {
     @Flag(help: "Have the supervisor decide every chmod, chown, utimes and xattr write (EPERM outside the writable folders) instead of read-only mounts (EROFS, at native speed). --explain implies it.")
     var superviseMetadata = false
 
+    @Option(help: "private (default): a root holding only the container, the grants and the policy's system paths, and a network namespace of its own without a network entitlement; host: the host's tree, read-only where the rules allow, every other path visible to stat.")
+    var view: FileSystemView?
+
     @Argument(parsing: .captureForPassthrough, help: "The command and its arguments, after --.")
     var command: [String] = []
 
@@ -89,6 +92,7 @@ struct RunOptions {
     var denialsFile: String?
     var denialsLimit: String?
     var superviseMetadata = false
+    var view: FileSystemView = .private
     var command: [String] = []
 
     /// One option: its name, whether it takes a value and may repeat, and
@@ -141,6 +145,12 @@ struct RunOptions {
         .value("--denials") { options, text in options.denialsFile = text },
         .value("--denials-limit") { options, text in options.denialsLimit = text },
         .flag("--supervise-metadata") { $0.superviseMetadata = true },
+        .value("--view") { options, text throws(SandboxError) in
+            guard let view = FileSystemView(rawValue: text) else {
+                throw .usage("run: --view \(text): give one of \(FileSystemView.allCases.map(\.rawValue).joined(separator: ", "))")
+            }
+            options.view = view
+        },
     ]
 
     /// Parses `run`'s words: options, then the command, after `--` or from
@@ -252,6 +262,7 @@ struct RunOptions {
         }
 
         request.readOnlyMounts = !superviseMetadata
+        request.view = view
         LaunchPhases.mark("request")
         let plan = try ConfinementPlan(request)
         if report || !plan.report.missing.isEmpty {
@@ -260,7 +271,14 @@ struct RunOptions {
         // Catch termination signals from now on, forward them once the child exists.
         ConfinedProcess.holdTerminationSignals()
         let process = try plan.launch()
+        if let notice = process.viewNotice {
+            Console.notice("the private view could not be built (\(notice)): running in the host view (--best-effort)")
+        }
         if report {
+            Console.error(process.view == .private
+                ? "file-system view: private (only the container, the grants and the policy's system paths exist"
+                    + (process.namespaces.contains(.network) ? "; a network namespace of its own, loopback only)" : ")")
+                : "file-system view: host (every host path exists for stat; what the rules do not allow is refused)")
             Console.error(process.namespaces.contains(.readOnlyMounts)
                 ? "metadata changes: native in the writable folders, refused elsewhere by read-only mounts (EROFS)"
                 : "metadata changes: decided by the supervisor (EPERM outside the writable folders)")

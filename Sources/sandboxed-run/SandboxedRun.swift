@@ -80,6 +80,10 @@ enum Console {
         write("sandboxed-run: warning: \(Printable.message(message))\n")
     }
 
+    static func notice(_ message: String) {
+        write("sandboxed-run: notice: \(Printable.message(message))\n")
+    }
+
     /// Lines for people, each escaped on its own.
     static func lines(_ lines: String...) { self.lines(lines) }
 
@@ -164,6 +168,8 @@ enum Hints {
         case .explainUnsupported: "--explain and --denials: " + error.description
         case .workingDirectoryUnreachable: "--chdir " + error.description
         case .denialLog(let path, let problem): "--denials" + (path.map { " " + Printable.path($0) } ?? "") + ": " + problem
+        case .viewUnavailable: error.description + ". Pass --view host to run in the host view (every host path visible to stat, "
+            + "read-only where the rules allow), or --best-effort to fall back to it whenever the private view cannot be built"
         default: error.description
         }
     }

@@ -12,6 +12,7 @@ import Testing
             containerBase: scratch.containers, protectedFolders: [scratch.containers], hostEnvironment: [:])
         request.compatibility = level
         request.privateNamespaces = false  // an old kernel: no pid namespace to hide other processes either
+        request.view = .host  // nor a private view, which is built in the namespaces
         return request
     }
 
@@ -87,7 +88,7 @@ import Testing
 @Suite struct StageNameTests {
     @Test func everyStageHasAName() {
         let child: ClosedRange<Int32> = Int32(CSB_STAGE_SIGNALS.rawValue)...Int32(CSB_STAGE_LIMITS.rawValue)
-        let keeper: ClosedRange<Int32> = Int32(CSB_KEEPER_RUNNING.rawValue)...Int32(CSB_KEEPER_READ_ONLY_MOUNTS.rawValue)
+        let keeper: ClosedRange<Int32> = Int32(CSB_KEEPER_RUNNING.rawValue)...Int32(CSB_KEEPER_PTY_TERMINAL.rawValue)
         let stages: [Int32] = Array(child) + Array(keeper)
         for stage in stages {
             #expect(csb_stage_name(stage) != nil, "stage \(stage) has no name")

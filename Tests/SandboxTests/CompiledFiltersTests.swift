@@ -17,14 +17,21 @@ import Testing
         .appendingPathComponent("../../Sources/Sandbox/Kernel/Generated/CompiledFilters.swift").standardized
 
     /// Every option set a launch can ask for without --explain or a
-    /// policy's extra syscalls; those are assembled at launch.
+    /// policy's extra syscalls; those are assembled at launch. AF_UNIX
+    /// sockets come only with the supervisor and without a network entitlement.
     static var shipped: [SyscallFilter.Options] {
         var all: [SyscallFilter.Options] = []
         for client in [false, true] {
             for server in [false, true] {
                 for supervise in [false, true] {
                     for readOnly in [false, true] {
-                        all.append(.init(networkClient: client, networkServer: server, superviseMetadata: supervise, readOnlyMounts: readOnly))
+                        for native in [false, true] {
+                            for unix in [false, true] where !unix || (supervise && !client && !server) {
+                                all.append(.init(
+                                    networkClient: client, networkServer: server, superviseMetadata: supervise, readOnlyMounts: readOnly,
+                                    nativeAttributeReads: native, unixSockets: unix))
+                            }
+                        }
                     }
                 }
             }
@@ -91,7 +98,8 @@ import Testing
         var cases = ""
         var arrays = ""
         for (index, options) in shipped.enumerated() {
-            cases += "        case (\(options.networkClient), \(options.networkServer), \(options.superviseMetadata), \(options.readOnlyMounts)): filter\(index)\n"
+            cases += "        case (\(options.networkClient), \(options.networkServer), \(options.superviseMetadata), \(options.readOnlyMounts), "
+                + "\(options.nativeAttributeReads), \(options.unixSockets)): filter\(index)\n"
             arrays += array("filter\(index)", try SyscallFilter(options: options).assemble())
         }
         let plain = try SyscallFilter(options: .init()).assembleArgumentGuard()
@@ -109,9 +117,11 @@ import Testing
                 /// the shipped option sets (no --explain, no extra syscalls).
                 static func compiled(_ options: Options) -> [UInt64]? {
                     guard options.extraSyscalls.isEmpty, !options.observeDenials else { return nil }
-                    return switch (options.networkClient, options.networkServer, options.superviseMetadata, options.readOnlyMounts) {
+                    return switch (options.networkClient, options.networkServer, options.superviseMetadata, options.readOnlyMounts,
+                                   options.nativeAttributeReads, options.unixSockets) {
 
             """ + cases.split(separator: "\n").map { "        " + $0.dropFirst(4) }.joined(separator: "\n") + "\n" + """
+                    default: nil
                     }
                 }
 

@@ -5,7 +5,7 @@ import SystemPackage
 
 /// What the launcher is asked to set up: rules that would reach past the
 /// sandbox's own folders are refused before anything runs.
-@Suite struct HostileLaunchTests {
+@Suite(.inBothViews) struct HostileLaunchTests {
     /// A system path that holds the broker's state hands the sandbox its keys.
     @Test func aSystemPathHoldingAProtectedFolderIsRefused() throws {
         let scratch = Scratch()

@@ -16,7 +16,7 @@ enum Launcher {
 
     /// A scratch HOME (and XDG folders) for one launcher, owned by `uid`.
     final class Home {
-        let path = NSTemporaryDirectory() + "sandboxed-run-launcher-" + UUID().uuidString
+        let path = Scratch.base + "sandboxed-run-launcher-" + UUID().uuidString
         init(owner uid: uid_t = getuid()) {
             try! FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
             chown(path, uid, gid_t(uid))
@@ -38,7 +38,8 @@ enum Launcher {
     /// `sandboxed-run run --app APP -- command...`, as `uid` when given (setpriv).
     static func run(_ command: [String], home: Home, app: String = "com.example.launcher", as uid: uid_t? = nil, options: [String] = []) throws -> Result {
         try #require(FileManager.default.isExecutableFile(atPath: binary), "build the launcher first: swift build")
-        let launch = [binary, "run", "--app", app] + options + ["--"] + command
+        let view = options.contains { $0 == "--view" || $0.hasPrefix("--view=") } ? [] : ["--view", Views.current.rawValue]
+        let launch = [binary, "run", "--app", app] + view + options + ["--"] + command
         return try program(uid.map { setpriv($0) + launch } ?? launch, environment: home.environment, directory: home.path)
     }
 
@@ -49,7 +50,7 @@ enum Launcher {
         process.arguments = Array(command.dropFirst())
         if let environment { process.environment = environment }
         if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
-        let out = NSTemporaryDirectory() + "sandboxed-run-out-" + UUID().uuidString
+        let out = Scratch.base + "sandboxed-run-out-" + UUID().uuidString
         let err = out + ".err"
         FileManager.default.createFile(atPath: out, contents: nil)
         FileManager.default.createFile(atPath: err, contents: nil)

@@ -9,7 +9,7 @@ import Testing
 /// policies let the command make no links in its container or grants
 /// (`org.sandboxed-run.files.symbolic-links`, off), nor move one into place;
 /// a policy that needs them (venv, npm) turns the key on.
-@Suite struct LinkCreationTests {
+@Suite(.inBothViews) struct LinkCreationTests {
     static let code = """
         import errno, os, sys
         def attempt(name, call):

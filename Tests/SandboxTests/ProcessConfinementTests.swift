@@ -5,7 +5,7 @@ import CSyscalls
 
 /// Privileges, sessions, descriptors, signals, IPC and the kernel
 /// interfaces that Landlock does not cover.
-@Suite struct ProcessConfinementTests {
+@Suite(.inBothViews) struct ProcessConfinementTests {
     @Test func everyCapabilityIsDroppedAndNoNewPrivsIsSet() throws {
         let code = Attack.prelude + """
             class Header(ctypes.Structure):
@@ -121,7 +121,10 @@ import CSyscalls
         #expect(try Run.unconfined(args).output.first == "kill ok")
         // Landlock's scope refuses the signal (EPERM); in the sandbox's own
         // pid namespace the host process does not even exist (ESRCH).
-        let bare = try Run.confined(args, in: Scratch()) { $0.privateNamespaces = false }
+        let bare = try Run.confined(args, in: Scratch()) {
+            $0.privateNamespaces = false
+            $0.view = .host  // the private view is built in the namespaces
+        }
         #expect(bare.output == ["kill EPERM", "ptrace EPERM", "process_vm_readv EPERM", "pidfd_getfd EPERM", "kill-init EPERM"])
         let confined = try Run.confined(args, in: Scratch())
         #expect(confined.output == ["kill ESRCH", "ptrace EPERM", "process_vm_readv EPERM", "pidfd_getfd EPERM", "kill-init EPERM"])

@@ -64,7 +64,7 @@ private let doubleFork = """
         time.sleep(60)
     """
 
-@Suite struct ProcessLifetimeTests {
+@Suite(.inBothViews) struct ProcessLifetimeTests {
     static let app = "com.example.lifetime"
 
     func grandchild(_ scratch: Scratch) throws -> pid_t {
@@ -271,6 +271,7 @@ private let doubleFork = """
             app: try AppID(Self.app), policy: .defaultPolicy, command: command, containerBase: scratch.containers, protectedFolders: [scratch.containers], hostEnvironment: [:])
         request.compatibility = .bestEffort
         request.privateNamespaces = namespaces
+        request.view = namespaces ? Views.current : .host
         let out = open(scratch.path + "/out", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         request.standardOutput = out
         request.standardInput = out

@@ -113,7 +113,7 @@ import Testing
 }
 
 /// What the private namespaces must not give away.
-@Suite struct PrivateNamespaceTests {
+@Suite(.inBothViews) struct PrivateNamespaceTests {
     @Test func theSandboxSeesOnlyItsOwnProcesses() throws {
         let sleeper = Process()
         sleeper.executableURL = URL(fileURLWithPath: "/bin/sleep")
@@ -255,6 +255,7 @@ import Testing
         // The fallback (a kernel that refuses namespaces): no /proc at all.
         let outcome = try Run.confined(["/bin/sh", "-c", "ls /proc >/dev/null 2>&1 && echo listed || echo refused"], in: Scratch()) {
             $0.privateNamespaces = false
+            $0.view = .host  // the private view is built in the namespaces
         }
         #expect(outcome.output == ["refused"])
     }

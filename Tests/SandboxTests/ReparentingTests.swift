@@ -8,7 +8,7 @@ import SystemPackage
 /// writable one, whichever way metadata changes are enforced: under the
 /// keeper's read-only mounts, where each writable folder is a mount of its
 /// own, and under the supervisor, where they share the host's mounts.
-@Suite struct ReparentingTests {
+@Suite(.inBothViews) struct ReparentingTests {
     enum Mode: String, CaseIterable, CustomTestStringConvertible {
         case readOnlyMounts, supervised
         var testDescription: String { rawValue }

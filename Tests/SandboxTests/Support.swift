@@ -16,8 +16,12 @@ struct Outcome {
 final class Scratch {
     let path: String
 
+    /// Where scratch folders go: not /tmp, which the private view replaces
+    /// by a /tmp of its own (a grant there is tested on purpose, apart).
+    static let base = "/var/tmp/"
+
     init() {
-        path = NSTemporaryDirectory() + "sandboxed-run-tests-" + UUID().uuidString
+        path = Self.base + "sandboxed-run-tests-" + UUID().uuidString
         try! FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
     }
 
@@ -48,6 +52,45 @@ final class Scratch {
     }
 }
 
+/// The view a confinement test runs in. Suites marked `.inBothViews` run
+/// each test once per view (`SANDBOX_TEST_VIEWS=private` or `=host` runs
+/// one of them, to tell which view a failure came from); everything else
+/// runs in the default, private, view.
+enum Views {
+    @TaskLocal static var current: FileSystemView = .private
+
+    static let tested: [FileSystemView] = {
+        guard let names = ProcessInfo.processInfo.environment["SANDBOX_TEST_VIEWS"] else { return FileSystemView.allCases }
+        return names.split(separator: ",").map { name in
+            guard let view = FileSystemView(rawValue: String(name)) else { fatalError("SANDBOX_TEST_VIEWS: unknown view \(name)") }
+            return view
+        }
+    }()
+
+    /// What a call on a path outside everything the sandbox may use gets:
+    /// in the private view the path does not exist; in the host view, `host`.
+    static func outside(_ host: String) -> String { current == .private ? "ENOENT" : host }
+}
+
+/// Runs each test of a suite once per view in `Views.tested`.
+struct BothViews: SuiteTrait, TestTrait, TestScoping {
+    var isRecursive: Bool { true }
+
+    // Once per test case (a test without arguments has one).
+    func scopeProvider(for test: Test, testCase: Test.Case?) -> Self? { test.isSuite || testCase == nil ? nil : self }
+
+    func provideScope(for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void) async throws {
+        for view in Views.tested {
+            try await Views.$current.withValue(view) { try await function() }
+        }
+    }
+}
+
+extension Trait where Self == BothViews {
+    /// Each test once in the private view, once in the host view.
+    static var inBothViews: Self { BothViews() }
+}
+
 enum Run {
     static let python = "/usr/bin/python3"
 
@@ -60,6 +103,7 @@ enum Run {
         var request = LaunchRequest(
             app: try AppID(app), policy: policy, command: command, containerBase: scratch.containers, protectedFolders: [scratch.containers],
             hostEnvironment: ["LANG": "C.UTF-8", "SECRET_TOKEN": "hunter2"])
+        request.view = Views.current
         configure(&request)
         let out = scratch.path + "/.stdout-" + UUID().uuidString
         let err = scratch.path + "/.stderr-" + UUID().uuidString

@@ -99,6 +99,7 @@ final class UserTerminal: @unchecked Sendable {
         request.standardOutput = terminal
         request.standardError = terminal
         request.terminal = choice
+        request.view = Views.current
         return try ConfinementPlan(request).launch()
     }
 }
@@ -121,7 +122,7 @@ func waitInBackground(_ process: ConfinedProcess) -> () -> Termination? {
     }
 }
 
-@Suite struct TerminalRelayTests {
+@Suite(.inBothViews) struct TerminalRelayTests {
     /// Turns off echo and canonical mode, pushes a key and sets the N_NULL
     /// line discipline (last: it swallows output), all on fd 0.
     static let attack = Attack.prelude + """
@@ -299,7 +300,8 @@ func waitInBackground(_ process: ConfinedProcess) -> () -> Termination? {
         let scratch = Scratch()
         let tool = scratch.path + "/tool"
         try FileManager.default.copyItem(atPath: "/bin/true", toPath: tool)
-        #expect(throws: SandboxError.cannotExecute(command: tool, errno: .permissionDenied)) {
+        let refusal = Views.current == .private ? SandboxError.notFound(command: tool) : .cannotExecute(command: tool, errno: .permissionDenied)
+        #expect(throws: refusal) {
             try user.launch([tool], scratch)
         }
         #expect(sameModes(user.modes, modes))

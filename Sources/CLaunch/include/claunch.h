@@ -100,11 +100,91 @@ struct csb_keeper_plan {
     /// or if any step fails (CSB_KEEPER_READ_ONLY_MOUNTS, before the command
     /// starts), the launcher supervises instead.
     int read_only_mounts;
-    /// The writable folders: each path is opened again in the namespace and
-    /// must be the inode of the matching fd (the launcher's, pinned open).
+    /// The writable folders and files: each path is opened again in the
+    /// namespace and must be the inode of the matching fd (the launcher's,
+    /// pinned open).
     const char *_Nullable const *_Nullable writable_paths;
     const int *_Nullable writable_fds;
     int writable_count;
+
+    /// Build the private view (needs `private_namespaces`): a new root that
+    /// holds only what `view_steps` put there, the keeper's own /dev, /tmp
+    /// and /proc; anything else does not exist for the command. Any failure
+    /// is CSB_KEEPER_VIEW (value: CSB_VIEW_FAILED_*, or the failing step's
+    /// index), before the command starts.
+    int private_view;
+    /// In the private view: a network namespace of the sandbox's own,
+    /// loopback up (the policy has no network entitlement).
+    int private_network;
+    const struct csb_view_step *_Nullable view_steps;
+    int view_steps_count;
+    /// Checked once the root is final: each path, followed from the new
+    /// root, must be its inode (system paths reached through a link).
+    const struct csb_view_check *_Nullable view_checks;
+    int view_checks_count;
+    /// Landlock rights added beneath the private /tmp (as `shm_access`),
+    /// and on the private devpts and /dev/tty (the sandbox's own terminals).
+    uint64_t tmp_access;
+    uint64_t terminal_access;
+    /// The mounts' limits, as tmpfs's `size=` (bytes; 0: the kernel's default).
+    uint64_t tmp_size;
+    /// In the private view, open the command's pty in its own devpts and
+    /// send both ends to the launcher (CSB_KEEPER_PTY_MASTER, then
+    /// CSB_KEEPER_PTY_TERMINAL); the terminal side replaces each of the
+    /// child's stdio whose bit is set (1: stdin, 2: stdout, 4: stderr).
+    int pty_slots;
+    /// `struct termios` and `struct winsize` for that pty (the user's
+    /// terminal's), or NULL.
+    const void *_Nullable pty_modes;
+    const void *_Nullable pty_window;
+};
+
+/// One step of the private view, applied in order, paths relative to the
+/// new root. The launcher plans every step; the keeper only checks and acts.
+struct csb_view_step {
+    int kind;                       // csb_view_step_kind
+    const char *target;             // where it goes in the view ("usr", "etc/passwd")
+    const char *_Nullable source;   // BIND: the host's path; LINK: the link's text
+    uint64_t device;                // BIND, CHECK: the inode the launcher verified
+    uint64_t inode;
+    uint32_t flags;                 // csb_view_flags
+};
+
+enum csb_view_step_kind {
+    CSB_VIEW_DIRECTORY = 1,  // mkdir on the keeper's own tmpfs (a mount point, or a folder on the way to one)
+    CSB_VIEW_FILE,           // an empty file there: a mount point for a file
+    CSB_VIEW_LINK,           // a symbolic link there, with the host's text
+    CSB_VIEW_BIND,           // the host's `source` cloned (it must be device/inode) and attached at `target`
+    CSB_VIEW_CHECK,          // `target`, inside a bind, must be device/inode (no link followed)
+};
+
+enum csb_view_flags {
+    CSB_VIEW_WRITABLE = 1,    // BIND: not made read-only
+    CSB_VIEW_RECURSIVE = 2,   // BIND: with the mounts beneath it (a folder)
+    CSB_VIEW_DEVICE = 4,      // BIND: a device node (no nodev)
+    CSB_VIEW_OPTIONAL = 8,    // BIND: skipped when the name leads elsewhere now (the launcher's own files)
+    CSB_VIEW_NESTED = 16,     // BIND: `target` lies inside an earlier bind and must be device/inode too
+};
+
+struct csb_view_check {
+    const char *path;   // absolute, in the view, links followed
+    uint64_t device;
+    uint64_t inode;
+};
+
+/// What failed while the private view was built (the value of CSB_KEEPER_VIEW
+/// when it is not a step's index, which counts from 0).
+enum csb_view_failure {
+    CSB_VIEW_FAILED_NETWORK = -1,   // bringing up the loopback interface
+    CSB_VIEW_FAILED_ROOT = -2,      // the new root's tmpfs
+    CSB_VIEW_FAILED_DEV = -3,       // /dev's tmpfs, devpts or /dev/shm
+    CSB_VIEW_FAILED_TMP = -4,       // /tmp's tmpfs
+    CSB_VIEW_FAILED_PIVOT = -5,     // pivot_root into the new root, detaching the host's
+    CSB_VIEW_FAILED_PROC = -6,      // the sandbox's /proc
+    CSB_VIEW_FAILED_READ_ONLY = -7, // making the new root and /dev read-only
+    CSB_VIEW_FAILED_RULES = -8,     // Landlock rules for the keeper's own mounts
+    CSB_VIEW_FAILED_PTY = -9,       // the command's pty in its own devpts
+    CSB_VIEW_FAILED_CHECK = -10,    // a path followed in the view is not what the launcher verified
 };
 
 /// What the keeper reports in CSB_KEEPER_NAMESPACES (a bit set).
@@ -114,6 +194,8 @@ enum csb_namespaces {
     CSB_NAMESPACES_SHM = 4,        // a private tmpfs is on /dev/shm, with a Landlock rule
     CSB_NAMESPACES_PROC = 8,       // a procfs of the pid namespace is on /proc, with a Landlock rule
     CSB_NAMESPACES_READ_ONLY_MOUNTS = 16,  // every mount read-only but the writable folders (and /dev/shm)
+    CSB_NAMESPACES_VIEW = 32,      // the private view: a new root holding only what the launcher planned
+    CSB_NAMESPACES_NETWORK = 64,   // a network namespace of its own, loopback only
 };
 
 /// Messages the keeper adds to the child's report (the child's failures use `csb_child_stage`).
@@ -129,10 +211,14 @@ enum csb_keeper_message {
     CSB_KEEPER_ID_MAP,          // failures of the namespace set-up, with errno
     CSB_KEEPER_MOUNT,
     CSB_KEEPER_READ_ONLY_MOUNTS,  // the read-only mounts could not be made: nothing ran
+    CSB_KEEPER_VIEW,            // the private view could not be built (value: csb_view_failure or a step): nothing ran
+    CSB_KEEPER_PTY_MASTER,      // the pty's master, passed with the message
+    CSB_KEEPER_PTY_TERMINAL,    // its terminal side, passed with the message
 };
 
-/// `csb_spawn_kept`'s answer when `read_only_mounts` was asked and the kernel
-/// refused the namespaces: no keeper was started.
+/// `csb_spawn_kept`'s answer when `read_only_mounts` or `private_view` was
+/// asked and the kernel refused the namespaces (errno says why): no keeper
+/// was started.
 #define CSB_SPAWN_NO_NAMESPACES (-2)
 
 

@@ -60,6 +60,11 @@ public struct EnforcementReport: Sendable, Equatable {
 }
 
 extension EnforcementReport {
+    /// This report with one more protection.
+    func adding(_ protection: Protection) -> EnforcementReport {
+        EnforcementReport(features: features, protections: protections + [protection])
+    }
+
     /// What `policy` would get on a kernel with `features`.
     public init(features: KernelFeatures, policy: Policy) {
         self.init(features: .init(landlockABI: features.landlockABI), protections: features.protections(for: policy))

@@ -6,18 +6,64 @@ import SystemPackage
 extension ConfinementPlan {
     /// Forks the keeper, which starts the child that applies the plan and
     /// execs. Returns once the exec succeeded; a failure before it is
-    /// reported as a `SandboxError`.
+    /// reported as a `SandboxError`. Where the private view cannot be built
+    /// (the kernel refuses the namespaces or a mount in them), the launch
+    /// stops with `.viewUnavailable`, or under best effort runs in the host
+    /// view (`ConfinedProcess.viewNotice` says why).
     public func launch() throws(SandboxError) -> ConfinedProcess {
         let kept = request.keptDescriptors.filter { $0 > 2 }
-        let relay: TerminalRelay? = request.terminal == .automatic
-            ? try TerminalRelay(standardInput: request.standardInput, standardOutput: request.standardOutput, standardError: request.standardError)
+        let layout = request.terminal == .automatic
+            ? TerminalRelay.Layout(standardInput: request.standardInput, standardOutput: request.standardOutput, standardError: request.standardError)
             : nil
+        var view: FileSystemView = viewPlan != nil ? .private : .host
+        var notice = viewUnavailable
+        while true {
+            switch try attempt(view: view, layout: layout, kept: kept) {
+            case .started(let process):
+                process.viewNotice = notice
+                return process
+            case .viewUnavailable(let reason):
+                guard view == .private, request.compatibility == .bestEffort else { throw .viewUnavailable(reason) }
+                notice = reason
+                view = .host
+            case .readOnlyRefused, .namespacesRefused:
+                throw .setup(step: "starting the command", errno: .noSuchProcess)  // `attempt` retries these itself
+            }
+        }
+    }
+
+    private enum Attempt {
+        case started(ConfinedProcess)
+        case viewUnavailable(String)
+        /// The read-only mounts could not be made (or a descriptor not
+        /// opened again), before the command started: try supervised.
+        case readOnlyRefused
+        /// The kernel let the keeper into new namespaces but refused it a
+        /// step there (an id map, a mount: a security module that restricts
+        /// user namespaces), before the command started.
+        case namespacesRefused
+    }
+
+    /// A launch in `view`: under read-only mounts when the descriptors allow
+    /// them, else (or when the kernel refused them) supervised; in the host
+    /// view, without namespaces when the kernel refused what the keeper
+    /// does in them (then the command has no /proc and no /dev/shm).
+    private func attempt(view: FileSystemView, layout: TerminalRelay.Layout?, kept: [CInt]) throws(SandboxError) -> Attempt {
+        // The host view's pty is opened here; the private view's by the
+        // keeper, in the sandbox's own devpts (the slots keep the user's
+        // terminal until the keeper puts its pty there).
+        let relay: TerminalRelay? = view == .host ? try layout.map { layout throws(SandboxError) in try TerminalRelay(layout: layout) } : nil
+        let ptySlots: CInt = view == .private ? layout?.slots ?? 0 : 0
         let stdio = relay?.commandStandardIO ?? (request.standardInput, request.standardOutput, request.standardError)
         // Read-only mounts only when no descriptor of the command is a file
         // on the host's mounts (see `Handover`); the ones the relay made, or
         // the memory devices, are opened again in the namespace.
         var reopen: [[UInt8]?]? = readOnlyMounts ? [] : nil
-        for fd in [stdio.0, stdio.1, stdio.2] where reopen != nil {
+        for (slot, fd) in [stdio.0, stdio.1, stdio.2].enumerated() where reopen != nil {
+            if ptySlots & (1 << CInt(slot)) != 0 {
+                reopen?.append(nil)
+                continue
+            }
             switch Self.handover(of: fd, reopenable: true) {
             case .asIs: reopen?.append(nil)
             case .reopen(let path): reopen?.append(path)
@@ -25,16 +71,25 @@ extension ConfinementPlan {
             }
         }
         if kept.contains(where: { Self.handover(of: $0, reopenable: false) != .asIs }) { reopen = nil }
-        if let reopen, let process = try launch(stdio: stdio, kept: kept, relay: relay, reopen: reopen) {
-            return process
+        var namespaces = request.privateNamespaces
+        var outcome: Attempt = .readOnlyRefused
+        if let reopen {
+            outcome = try launch(view: view, namespaces: namespaces, stdio: stdio, kept: kept, relay: relay, layout: layout, reopen: reopen)
         }
         // Refused before the command started (no namespaces, a mount the
         // kernel would not make read-only, a device not found again): the
         // supervisor decides every metadata change instead.
-        guard let process = try launch(stdio: stdio, kept: kept, relay: relay, reopen: nil) else {
-            throw .setup(step: "starting the command", errno: .noSuchProcess)
+        if case .readOnlyRefused = outcome {
+            outcome = try launch(view: view, namespaces: namespaces, stdio: stdio, kept: kept, relay: relay, layout: layout, reopen: nil)
         }
-        return process
+        if case .namespacesRefused = outcome, view == .host, namespaces {
+            namespaces = false
+            outcome = try launch(view: view, namespaces: namespaces, stdio: stdio, kept: kept, relay: relay, layout: layout, reopen: nil)
+        }
+        switch outcome {
+        case .started, .viewUnavailable: return outcome
+        case .readOnlyRefused, .namespacesRefused: throw .setup(step: "starting the command", errno: .noSuchProcess)
+        }
     }
 
     /// The policy's limits for the child. `nproc` counts from the user's
@@ -88,23 +143,25 @@ extension ConfinementPlan {
         return count
     }
 
-    /// One launch: with `reopen`, under read-only mounts (nil returned when
-    /// they could not be made and nothing ran), else supervised.
+    /// One launch: with `reopen`, under read-only mounts, else supervised.
     private func launch(
-        stdio: (CInt, CInt, CInt), kept: [CInt], relay: TerminalRelay?, reopen: [[UInt8]?]?
-    ) throws(SandboxError) -> ConfinedProcess? {
+        view: FileSystemView, namespaces withNamespaces: Bool, stdio: (CInt, CInt, CInt), kept: [CInt], relay hostRelay: TerminalRelay?,
+        layout: TerminalRelay.Layout?, reopen: [[UInt8]?]?
+    ) throws(SandboxError) -> Attempt {
         let readOnly = reopen != nil
+        let privateView = view == .private ? viewPlan : nil
         var keeperPID: pid_t = 0
         var pidfd: CInt = -1
         var reportFD: CInt = -1
         // The keeper is a fork: it reads its own copy of everything below.
-        let filter = try filter(readOnlyMounts: readOnly)
+        let filter = try filter(view: view, readOnlyMounts: readOnly)
+        let ptySlots: CInt = privateView != nil ? layout?.slots ?? 0 : 0
         let image = LaunchImage()
         image.planChild { plan, image in
             plan.path = image.string(executable)
             plan.argv = image.strings(arguments.map { Array($0.utf8) })
             plan.envp = image.strings(environment)
-            plan.working_directory = image.string(workingDirectory)
+            plan.working_directory = privateView != nil ? image.string(viewWorkingDirectory) : image.string(workingDirectory)
             plan.working_directory_fd = workingDirectoryDescriptor.rawValue
             plan.stdio = stdio
             plan.kept_fds = image.array(kept)
@@ -123,7 +180,7 @@ extension ConfinementPlan {
             plan.last_capability = Capabilities.lastCapability
             plan.new_session = 1
             plan.die_with_parent = request.dieWithParent ? 1 : 0
-            plan.controlling_terminal = relay?.controllingTerminal ?? -1
+            plan.controlling_terminal = hostRelay?.controllingTerminal ?? (ptySlots != 0 ? CInt(layout?.first ?? 0) : -1)
             if let reopen {
                 plan.stdio_reopen = (reopen[0].map { image.string($0) }, reopen[1].map { image.string($0) }, reopen[2].map { image.string($0) })
             }
@@ -135,7 +192,7 @@ extension ConfinementPlan {
             keeper.scope_signals = keeperScopesSignals ? 1 : 0
             keeper.scope_restrict_flags = keeperRestrictFlags
             keeper.kill_when_launcher_exits = request.dieWithParent ? 1 : 0
-            keeper.private_namespaces = request.privateNamespaces ? 1 : 0
+            keeper.private_namespaces = withNamespaces ? 1 : 0
             keeper.user_namespace_allowed = 1
             keeper.uid = geteuid()
             keeper.gid = getegid()
@@ -143,7 +200,18 @@ extension ConfinementPlan {
             keeper.shm_access = ruleset?.rights(.readWrite).rawValue ?? 0
             keeper.shm_size = Self.sharedMemorySize
             keeper.read_only_mounts = readOnly ? 1 : 0
-            if readOnly {
+            if let privateView {
+                keeper.private_view = 1
+                keeper.private_network = privateNetwork ? 1 : 0
+                privateView.apply(to: &keeper, image: image)
+                keeper.tmp_access = ruleset?.rights(Self.rights(.readWrite, policy: request.policy, refer: reparenting?.allowsRefer ?? false)).rawValue ?? 0
+                keeper.terminal_access = ruleset?.rights([.readFile, .writeFile, .readDir, .ioctlDev]).rawValue ?? 0
+                keeper.pty_slots = ptySlots
+                if ptySlots != 0 {
+                    keeper.pty_modes = layout?.modes.map { modes in UnsafeRawPointer(image.array([modes])!) }
+                    keeper.pty_window = layout?.window.map { size in UnsafeRawPointer(image.array([size])!) }
+                }
+            } else if readOnly {
                 keeper.writable_paths = UnsafeRawPointer(image.strings(writablePaths.map(\.bytes)))
                     .assumingMemoryBound(to: UnsafePointer<CChar>?.self)
                 keeper.writable_fds = image.array(writableRoots.map(\.rawValue))
@@ -152,7 +220,12 @@ extension ConfinementPlan {
         }
         let spawned = image.spawn(keeperPID: &keeperPID, pidfd: &pidfd, report: &reportFD)
         LaunchPhases.mark("keeper forked")
-        if spawned == CSB_SPAWN_NO_NAMESPACES { return nil }
+        if spawned == CSB_SPAWN_NO_NAMESPACES {
+            if privateView != nil {
+                return .viewUnavailable("the kernel refused the sandbox's namespaces (clone: \(Errno(rawValue: errno).description))")
+            }
+            return .readOnlyRefused
+        }
         guard spawned == 0 else { throw .setup(step: "fork", errno: Errno(rawValue: errno)) }
         let keeper = Keeper(
             pid: keeperPID, pidfd: OwnedDescriptor(taking: pidfd), report: OwnedDescriptor(taking: reportFD),
@@ -160,6 +233,8 @@ extension ConfinementPlan {
 
         var listener: OwnedDescriptor?
         var namespaces = ConfinedProcess.Namespaces()
+        var relay = hostRelay
+        var ptyMaster: OwnedDescriptor?
         let supervisor = MetadataSupervisor(writableRoots: writableRoots, readableRoots: readableRoots)
         supervisor.reporter = denials
         supervisor.observer = observer
@@ -183,20 +258,46 @@ extension ConfinementPlan {
             switch message {
             case .running(let pid):
                 LaunchPhases.mark("command started")
-                return ConfinedProcess(
-                    pid: pid, keeper: keeper, listener: listener, relay: relay, namespaces: namespaces, supervisor: supervisor)
+                return .started(ConfinedProcess(
+                    pid: pid, keeper: keeper, listener: listener, relay: relay, namespaces: namespaces, view: view, supervisor: supervisor,
+                    report: report))
             case .listener(let fd):
                 LaunchPhases.mark("child confined")
                 listener = fd
+            case .ptyMaster(let fd):
+                ptyMaster = fd
+            case .ptyTerminal(let fd):
+                guard let master = ptyMaster, let layout else {
+                    keeper.abandon()
+                    throw .setup(step: "receiving the command's pty", errno: .protocolError)
+                }
+                relay = try TerminalRelay(layout: layout, master: master, terminal: fd)
+                ptyMaster = nil
             case .namespaces(let bits):
                 namespaces = ConfinedProcess.Namespaces(rawValue: bits)
-                let privateMounts = (namespaces.contains(.proc) ? ["/proc"] : []) + (namespaces.contains(.sharedMemory) ? ["/dev/shm"] : [])
-                if namespaces.contains(.pidAndMount) { supervisor.enterNamespace(of: keeper.pid, privateMounts: privateMounts) }
-                observer?.enterNamespace(privateMounts: privateMounts)
+                // The sandbox's own mounts; in the host view, the launcher's
+                // at those paths name nothing the command can see.
+                var own = (namespaces.contains(.proc) ? ["/proc"] : []) + (namespaces.contains(.sharedMemory) ? ["/dev/shm"] : [])
+                let shadowed = namespaces.contains(.view) ? [] : own
+                if namespaces.contains(.view) { own.append("/tmp") }
+                if namespaces.contains(.pidAndMount) { supervisor.enterNamespace(of: keeper.pid, shadowed: shadowed, own: own) }
+                observer?.enterNamespace(privateMounts: own)
                 LaunchPhases.mark("namespaces ready")
-            case .failed(let stage, let error):
+            case .failed(let stage, let error, let value):
                 keeper.abandon()
-                if readOnly, stage == CSB_KEEPER_READ_ONLY_MOUNTS.rawValue || stage == CSB_STAGE_REOPEN.rawValue { return nil }
+                if readOnly, stage == CSB_KEEPER_READ_ONLY_MOUNTS.rawValue || stage == CSB_STAGE_REOPEN.rawValue { return .readOnlyRefused }
+                let namespaceStep = stage == CSB_KEEPER_ID_MAP.rawValue || stage == CSB_KEEPER_MOUNT.rawValue
+                if let privateView {
+                    if stage == CSB_KEEPER_VIEW.rawValue {
+                        return .viewUnavailable("\(privateView.describe(failure: value)) failed: \(error.description) (errno \(error.rawValue))")
+                    }
+                    if namespaceStep {
+                        let step = csb_stage_name(stage).map { String(cString: $0) } ?? "stage \(stage)"
+                        return .viewUnavailable("\(step) failed: \(error.description) (errno \(error.rawValue))")
+                    }
+                } else if namespaceStep {
+                    return .namespacesRefused
+                }
                 throw Self.failure(stage: stage, errno: error, command: arguments[0])
             case .exited, .ended:
                 keeper.abandon()
@@ -239,7 +340,10 @@ final class Keeper: @unchecked Sendable {
         case listener(OwnedDescriptor)
         case running(pid_t)
         case namespaces(CInt)
-        case failed(stage: CInt, errno: Errno)
+        /// The command's pty, opened by the keeper in the view's devpts.
+        case ptyMaster(OwnedDescriptor)
+        case ptyTerminal(OwnedDescriptor)
+        case failed(stage: CInt, errno: Errno, value: CInt)
         case exited(status: CInt)
         /// End of file: the keeper exited.
         case ended
@@ -258,10 +362,16 @@ final class Keeper: @unchecked Sendable {
         case CSB_STAGE_LISTENER.rawValue:
             guard let fd else { throw .protocolError }
             return .listener(fd)
+        case CSB_KEEPER_PTY_MASTER.rawValue:
+            guard let fd else { throw .protocolError }
+            return .ptyMaster(fd)
+        case CSB_KEEPER_PTY_TERMINAL.rawValue:
+            guard let fd else { throw .protocolError }
+            return .ptyTerminal(fd)
         case CSB_KEEPER_RUNNING.rawValue: return .running(value)
         case CSB_KEEPER_NAMESPACES.rawValue: return .namespaces(value)
         case CSB_KEEPER_EXITED.rawValue: return .exited(status: value)
-        default: return .failed(stage: stage, errno: Errno(rawValue: error))
+        default: return .failed(stage: stage, errno: Errno(rawValue: error), value: value)
         }
     }
 
@@ -288,6 +398,20 @@ public final class ConfinedProcess: @unchecked Sendable {
     public let pid: pid_t
     /// The namespaces the kernel consented to (`LaunchRequest.privateNamespaces`).
     public let namespaces: Namespaces
+    /// The tree the command sees.
+    public let view: FileSystemView
+    /// Why the private view asked for is not in force, when a best-effort
+    /// launch fell back to the host view; nil otherwise.
+    public internal(set) var viewNotice: String?
+    /// What this launch enforces: the plan's report, and the view.
+    public var report: EnforcementReport {
+        let detail = view == .private
+            ? "a root of its own: " + (namespaces.contains(.network) ? "and a network namespace of its own, " : "") + "stat of any other path gives ENOENT"
+            : viewNotice.map { "the host view instead: \($0)" } ?? "the host view was asked for: every host path exists for stat, read-only"
+        return planReport.adding(Protection(
+            name: "private view (only the container, the grants and the policy's system paths exist)", enforced: view == .private, detail: detail))
+    }
+    private let planReport: EnforcementReport
     let keeper: Keeper
     let listener: OwnedDescriptor?
     let relay: TerminalRelay?
@@ -315,11 +439,20 @@ public final class ConfinedProcess: @unchecked Sendable {
         /// anonymous inodes (before 6.15), or when the kernel refuses a step:
         /// then the supervisor decides every change, as before.
         public static let readOnlyMounts = Namespaces(rawValue: CInt(CSB_NAMESPACES_READ_ONLY_MOUNTS.rawValue))
+        /// The private view: a root of the sandbox's own (`FileSystemView.private`).
+        public static let view = Namespaces(rawValue: CInt(CSB_NAMESPACES_VIEW.rawValue))
+        /// A network namespace of its own, loopback only (the private view, without a network entitlement).
+        public static let network = Namespaces(rawValue: CInt(CSB_NAMESPACES_NETWORK.rawValue))
     }
 
-    init(pid: pid_t, keeper: Keeper, listener: OwnedDescriptor?, relay: TerminalRelay?, namespaces: Namespaces, supervisor: MetadataSupervisor) {
+    init(
+        pid: pid_t, keeper: Keeper, listener: OwnedDescriptor?, relay: TerminalRelay?, namespaces: Namespaces, view: FileSystemView,
+        supervisor: MetadataSupervisor, report: EnforcementReport
+    ) {
         self.pid = pid
         self.namespaces = namespaces
+        self.view = view
+        planReport = report
         self.keeper = keeper
         self.listener = listener
         self.relay = relay

@@ -39,10 +39,28 @@ public final class ConfinementPlan: @unchecked Sendable {
     /// falls back to the process group and the orphans it inherits.
     let keeperScopesSignals: Bool
     let keeperRestrictFlags: UInt32
-    /// Folders in which the supervisor may change metadata, pinned open.
+    /// Folders (and files) in which the supervisor may change metadata,
+    /// pinned open: every read-write rule but device nodes.
     let writableRoots: [OwnedDescriptor]
-    /// Their paths, in the same order: the keeper binds each over itself.
+    /// Their paths, in the same order: in the host view the keeper binds
+    /// each over itself, writable.
     let writablePaths: [FilePath]
+    /// The private view's steps, nil when the host view was asked for or
+    /// the view cannot hold this launch (then `viewUnavailable` says why).
+    let viewPlan: ViewPlan?
+    /// Why the private view asked for cannot be had (the launch runs in the
+    /// host view: only under best effort, else the plan threw).
+    let viewUnavailable: String?
+    /// The working directory by its kernel name: the child enters it by
+    /// that name in the private view, where the links of the name the
+    /// user gave may not exist.
+    let viewWorkingDirectory: [UInt8]
+    /// No network entitlement: the private view gets a network namespace of its own.
+    let privateNetwork: Bool
+    /// No descriptor the command starts with is a folder (or an O_PATH
+    /// descriptor), through which a path could leave the private view
+    /// (`/proc/self/fd/N/..`): only then are attribute reads and watches native there.
+    let descriptorsHoldNoFolder: Bool
     /// Everything the sandbox may read (system paths, container, grants),
     /// pinned open: where inotify watches may go.
     let readableRoots: [OwnedDescriptor]
@@ -80,9 +98,6 @@ public final class ConfinementPlan: @unchecked Sendable {
         let containerFolder = try PathRule(
             origin: .container, path: FilePath(container.root), descriptor: Self.openVerified(container.root), access: .readWrite)
         let folders = [containerFolder] + request.folders
-        let writableFolders = folders.filter { $0.access == .readWrite }
-        writableRoots = writableFolders.map(\.descriptor)
-        writablePaths = writableFolders.map(\.path)
 
         LaunchPhases.mark("environment")
         let systemPaths = Self.openSystemPaths(policy) + (launcher?.rules ?? [])
@@ -90,6 +105,31 @@ public final class ConfinementPlan: @unchecked Sendable {
         try Self.checkNothingProtected(systemPaths: systemPaths, grants: request.folders, policy: policy, protected: request.protectedFolders)
         LaunchPhases.mark("protected folders checked")
         readableRoots = systemPaths.map(\.descriptor) + folders.map(\.descriptor)
+        // The same rights whatever the command's stdout is: a read-write
+        // system path is as writable under read-only mounts (bound writable)
+        // as under the supervisor (a writable root). Device nodes are never
+        // the command's to chmod: their mount stays read-only.
+        let writable = (folders + systemPaths).filter { rule in
+            guard rule.access == .readWrite, let status = try? rule.descriptor.status() else { return false }
+            return status.isDirectory || status.isRegularFile
+        }
+        writableRoots = writable.map(\.descriptor)
+        writablePaths = writable.map(\.path)
+        privateNetwork = !policy.networkClient && !policy.networkServer
+        descriptorsHoldNoFolder = Self.descriptorsHoldNoFolder(request)
+        var unavailable: String?
+        var plannedView: ViewPlan?
+        if request.view == .private {
+            if !request.privateNamespaces {
+                unavailable = "it needs the sandbox's own namespaces, which this request turned off (privateNamespaces)"
+            } else {
+                do { plannedView = try ViewPlan(rules: systemPaths + folders) } catch { unavailable = error.reason }
+            }
+            if let unavailable, request.compatibility == .hardRequirement { throw .viewUnavailable(unavailable) }
+        }
+        viewPlan = plannedView
+        viewUnavailable = unavailable
+        LaunchPhases.mark("view planned")
 
         // The working directory is opened and checked once, and the child
         // changes into that very folder (fchdir), so a rename cannot redirect it.
@@ -108,6 +148,7 @@ public final class ConfinementPlan: @unchecked Sendable {
             workingDirectory = container.root
             workingDirectoryDescriptor = containerFolder.descriptor
         }
+        viewWorkingDirectory = FilePath.pathBytes(ofDescriptor: workingDirectoryDescriptor.rawValue) ?? Array(workingDirectory.utf8)
         executable = try Self.resolve(request.command[0], from: workingDirectoryDescriptor)
         let abi = min(features.landlockABI, Landlock.newestKnownABI)
         if abi >= 1 {
@@ -149,8 +190,9 @@ public final class ConfinementPlan: @unchecked Sendable {
                 && Self.descriptorsAllowReadOnlyMounts(request) && Self.internalInodesRefuseSetattr
             options.readOnlyMounts = readOnlyMounts
             filterOptions = options
-            filter = try SyscallFilter(options: options).compile()
-            argumentGuard = try SyscallFilter(options: options).argumentGuard()
+            let first = Self.options(options, view: viewPlan != nil ? .private : .host, descriptorsHoldNoFolder: descriptorsHoldNoFolder)
+            filter = try SyscallFilter(options: first).compile()
+            argumentGuard = try SyscallFilter(options: first).argumentGuard()
             LaunchPhases.mark("seccomp filters")
         } else {
             filter = nil
@@ -160,12 +202,37 @@ public final class ConfinementPlan: @unchecked Sendable {
         }
     }
 
-    /// The main filter for either way of enforcing metadata changes.
-    func filter(readOnlyMounts: Bool) throws(SandboxError) -> [UInt8]? {
+    /// The main filter for a view and either way of enforcing metadata changes.
+    func filter(view: FileSystemView, readOnlyMounts: Bool) throws(SandboxError) -> [UInt8]? {
         guard var options = filterOptions else { return nil }
-        if options.readOnlyMounts == readOnlyMounts { return filter }
         options.readOnlyMounts = readOnlyMounts
+        options = Self.options(options, view: view, descriptorsHoldNoFolder: descriptorsHoldNoFolder)
+        if options == Self.options(filterOptions!, view: viewPlan != nil ? .private : .host, descriptorsHoldNoFolder: descriptorsHoldNoFolder) {
+            return filter
+        }
         return try SyscallFilter(options: options).compile()
+    }
+
+    /// The filter's options in `view`: in the private view nothing outside
+    /// what the sandbox may read exists, so attribute reads and watches
+    /// run natively (unless a descriptor of a folder could lead outside).
+    static func options(_ options: SyscallFilter.Options, view: FileSystemView, descriptorsHoldNoFolder: Bool) -> SyscallFilter.Options {
+        var options = options
+        options.nativeAttributeReads = view == .private && descriptorsHoldNoFolder
+        return options
+    }
+
+    /// Whether every descriptor the command starts with (stdin, stdout,
+    /// stderr, `--keep-fd`) is something other than a folder or an O_PATH
+    /// descriptor: a path relative to one (`fstatat(fd, "..")`, or
+    /// `/proc/self/fd/N/..`) reaches the host's tree around it.
+    static func descriptorsHoldNoFolder(_ request: LaunchRequest) -> Bool {
+        for fd in [request.standardInput, request.standardOutput, request.standardError] + request.keptDescriptors {
+            var status = stat()
+            let flags = fcntl(fd, F_GETFL)
+            guard flags >= 0, flags & CSB_O_PATH == 0, fstat(fd, &status) == 0, !status.isDirectory else { return false }
+        }
+        return true
     }
 
     /// A root command owns the kernel's shared anonymous inodes; only a
@@ -288,7 +355,7 @@ public final class ConfinementPlan: @unchecked Sendable {
         do {
             let ruleset = try LandlockRuleset(files: .handled(byABI: abi), network: network, scope: scope)
             for folder in folders {
-                try ruleset.allow(access(folder.access), beneath: folder.descriptor)
+                try ruleset.allow(Self.rights(folder.access, policy: policy, refer: refer), beneath: folder.descriptor)
             }
             if network.contains(.connectTCP) {
                 for port in policy.tcpConnectPorts ?? [] { try ruleset.allow(.connectTCP, port: port) }
@@ -300,16 +367,20 @@ public final class ConfinementPlan: @unchecked Sendable {
         } catch {
             throw .setup(step: "building the Landlock ruleset", errno: error)
         }
+    }
 
-        func access(_ access: Policy.PathAccess) -> Landlock.FileAccess {
-            switch access {
-            case .readExecute: .readExecute
-            case .readOnly: .readOnly
-            // No links planted where they outlive the grant, unless the policy
-            // says so; no reparenting where the layers cannot keep folders apart.
-            case .readWrite:
-                Landlock.FileAccess.readWrite.subtracting(policy.symbolicLinks ? [] : .makeSym).subtracting(refer ? [] : .refer)
-            }
+    /// What the command's layer allows beneath a rule of `access`. The
+    /// private view's /tmp gets the read-write folders' rights: it holds
+    /// the binds of folders that lie in the host's /tmp, and Landlock grants
+    /// each the union of the rules above it.
+    static func rights(_ access: Policy.PathAccess, policy: Policy, refer: Bool) -> Landlock.FileAccess {
+        switch access {
+        case .readExecute: .readExecute
+        case .readOnly: .readOnly
+        // No links planted where they outlive the grant, unless the policy
+        // says so; no reparenting where the layers cannot keep folders apart.
+        case .readWrite:
+            Landlock.FileAccess.readWrite.subtracting(policy.symbolicLinks ? [] : .makeSym).subtracting(refer ? [] : .refer)
         }
     }
 

@@ -108,6 +108,13 @@ public struct LaunchRequest: Sendable {
     /// kernel consents, for a private /dev/shm and a /proc that shows only
     /// the sandbox's processes (see `ConfinedProcess.namespaces`).
     public var privateNamespaces = true
+    /// The tree the command sees: a private view by default, which needs
+    /// `privateNamespaces` and a kernel that lets the keeper mount (in a
+    /// user namespace of its own, for anyone but root). Where it cannot be
+    /// built the launch fails with `SandboxError.viewUnavailable`, or, with
+    /// `compatibility = .bestEffort`, runs in the host view
+    /// (`ConfinedProcess.view` and `.viewNotice` say so).
+    public var view: FileSystemView = .private
     /// With those namespaces, make every mount read-only but the writable
     /// folders, so that the kernel itself refuses chmod, chown, utimes and
     /// xattr writes outside them (EROFS) and the command makes them at

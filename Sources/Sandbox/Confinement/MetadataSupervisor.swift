@@ -34,15 +34,18 @@ final class MetadataSupervisor {
     }
 
     /// Called once the keeper has made the command's mounts: paths are
-    /// resolved in its namespace from then on, and its private /dev/shm is
-    /// as writable as the command's layer makes it (its /proc stays refused).
-    func enterNamespace(of keeper: pid_t, privateMounts: [String]) {
-        paths.enterNamespace(of: keeper, privateMounts: privateMounts)
-        guard privateMounts.contains("/dev/shm"),
-              let shm = try? paths.resolve(.path(base: nil, Array("/dev/shm".utf8CString), follow: false), caller: 0) else { return }
-        pinned.append(shm.target)
-        writable.insert(shm.status.inodeIdentity)
-        readable.insert(shm.status.inodeIdentity)
+    /// resolved in its namespace from then on (`shadowed`: the launcher's
+    /// mounts the command has its own in place of), and its private
+    /// /dev/shm and /tmp (among `own`) are as writable as the command's
+    /// layer makes them (its /proc stays refused).
+    func enterNamespace(of keeper: pid_t, shadowed: [String], own: [String]) {
+        paths.enterNamespace(of: keeper, privateMounts: shadowed)
+        for mount in own where mount != "/proc" {
+            guard let found = try? paths.resolve(.path(base: nil, Array(mount.utf8CString), follow: false), caller: 0) else { continue }
+            pinned.append(found.target)
+            writable.insert(found.status.inodeIdentity)
+            readable.insert(found.status.inodeIdentity)
+        }
     }
 
     enum Operation {

@@ -45,39 +45,77 @@ final class TerminalRelay {
 
     private enum Role { case input, master, output, window }
 
-    /// A relay when any of the three is a terminal, nil otherwise.
-    init?(standardInput: CInt, standardOutput: CInt, standardError: CInt) throws(SandboxError) {
-        let given = [standardInput, standardOutput, standardError]
-        let terminals = given.map { isatty($0) == 1 }
-        guard let first = terminals.firstIndex(of: true) else { return nil }
+    /// Which of stdin, stdout and stderr are terminals, decided before the
+    /// pty exists: in the private view the keeper opens it in the sandbox's
+    /// own devpts, so that the command's `ttyname` can name it.
+    struct Layout {
+        let given: [CInt]
+        let terminals: [Bool]
+        /// The first terminal among them: the controlling terminal's slot, and the size to follow.
+        let first: Int
+
+        /// Nil when none of the three is a terminal.
+        init?(standardInput: CInt, standardOutput: CInt, standardError: CInt) {
+            given = [standardInput, standardOutput, standardError]
+            terminals = given.map { isatty($0) == 1 }
+            guard let first = terminals.firstIndex(of: true) else { return nil }
+            self.first = first
+        }
+
+        /// The slots that get the pty: 1 stdin, 2 stdout, 4 stderr.
+        var slots: CInt { terminals.indices.reduce(0) { $0 | (terminals[$1] ? 1 << CInt($1) : 0) } }
+
+        /// The user's terminal's settings and size, which the command's pty starts with.
+        var modes: termios? {
+            var modes = termios()
+            return tcgetattr(given[first], &modes) == 0 ? modes : nil
+        }
+
+        var window: winsize? {
+            var size = winsize()
+            return ioctl(given[first], UInt(TIOCGWINSZ), &size) == 0 ? size : nil
+        }
+    }
+
+    /// A relay for a pty opened here, with the user's settings and size.
+    convenience init(layout: Layout) throws(SandboxError) {
         var masterFD: CInt = -1
         var terminalFD: CInt = -1
         guard csb_open_pty(&masterFD, &terminalFD) == 0 else {
             throw .setup(step: "opening a pseudo-terminal for the command", errno: Errno(rawValue: errno))
         }
-        master = OwnedDescriptor(taking: masterFD)
-        terminalSide = OwnedDescriptor(taking: terminalFD)
-        guard fcntl(masterFD, F_SETFL, O_NONBLOCK) == 0 else {
+        let master = OwnedDescriptor(taking: masterFD)
+        let terminal = OwnedDescriptor(taking: terminalFD)
+        // The command starts with the user's settings (erase key, modes) and size.
+        if var modes = layout.modes { _ = tcsetattr(terminalFD, TCSANOW, &modes) }
+        _ = csb_copy_window_size(layout.given[layout.first], masterFD)
+        try self.init(layout: layout, master: master, terminal: terminal)
+    }
+
+    /// A relay for a pty opened elsewhere (by the keeper, which set its
+    /// settings and size): the command's terminal side goes in each slot
+    /// that was a terminal.
+    init(layout: Layout, master: OwnedDescriptor, terminal: OwnedDescriptor) throws(SandboxError) {
+        self.master = master
+        terminalSide = terminal
+        guard fcntl(master.rawValue, F_SETFL, O_NONBLOCK) == 0 else {
             throw .setup(step: "making the pty non-blocking", errno: Errno(rawValue: errno))
         }
-        sizeSource = given[first]
-        // The command starts with the user's settings (erase key, modes) and size.
-        var modes = termios()
-        if tcgetattr(sizeSource, &modes) == 0 { _ = tcsetattr(terminalFD, TCSANOW, &modes) }
-        _ = csb_copy_window_size(sizeSource, masterFD)
-
-        let io = given.indices.map { terminals[$0] ? terminalFD : given[$0] }
+        let given = layout.given
+        let terminals = layout.terminals
+        sizeSource = given[layout.first]
+        let io = given.indices.map { terminals[$0] ? terminal.rawValue : given[$0] }
         commandStandardIO = (io[0], io[1], io[2])
-        controllingTerminal = CInt(first)
+        controllingTerminal = CInt(layout.first)
         if terminals[0] {
-            input = standardInput
-            let copy = csb_reopen_terminal(standardInput, O_RDONLY)
+            input = given[0]
+            let copy = csb_reopen_terminal(given[0], O_RDONLY)
             inputCopy = copy >= 0 ? OwnedDescriptor(taking: copy) : nil
         } else {
             input = nil
             inputCopy = nil
         }
-        output = terminals[1] ? standardOutput : terminals[2] ? standardError : standardInput
+        output = terminals[1] ? given[1] : terminals[2] ? given[2] : given[0]
         let copy = csb_reopen_terminal(output, O_WRONLY)
         outputCopy = copy >= 0 ? OwnedDescriptor(taking: copy) : nil
     }

@@ -147,7 +147,7 @@ struct SyscallFilter {
         number(name) != nil
     }
 
-    struct Options {
+    struct Options: Equatable {
         var networkClient = false
         var networkServer = false
         var extraSyscalls: [String] = []
@@ -162,6 +162,15 @@ struct SyscallFilter {
         /// chmod to a set-user-ID or set-group-ID mode still goes to the
         /// supervisor (which drops those bits), EPERM without one.
         var readOnlyMounts = false
+        /// The private view, with no descriptor of a folder that could lead
+        /// out of it: everything that exists may be read, so attribute reads
+        /// and inotify watches run natively.
+        var nativeAttributeReads = false
+        /// AF_UNIX stream and seqpacket sockets may be made (the private
+        /// view's own network namespace: no abstract name of the host's can
+        /// be reached), and every `connect` goes to the supervisor, which
+        /// connects only to a socket on one of the sandbox's own mounts.
+        var unixSockets = false
     }
 
     /// Where the mode is, for the calls that take one.
@@ -211,15 +220,20 @@ struct SyscallFilter {
         let extra = options.extraSyscalls.filter {
             Self.neverAllowed[$0] == nil && Self.argumentFiltered[$0] == nil && !supervised.contains($0)
         }
-        for name in Self.allowed + extra {
+        for name in Self.allowed + extra where !(options.unixSockets && name == "connect") {
             add(name, observedPaths.contains(name) ? Self.notifyAction : Self.allowAction)
         }
+        if options.unixSockets { add("connect", Self.notifyAction) }
         for (name, _) in Self.neverAllowed where !supervised.contains(name) {
             // Observed refusals get the same errno from the observer.
             add(name, observedRefusals.contains(name) ? Self.notifyAction
                 : Self.errnoAction(Self.answeredWithENOSYS.contains(name) ? ENOSYS : EPERM))
         }
         for name in supervised {
+            if options.nativeAttributeReads, Self.watchesAndAttributeReads.contains(name) {
+                add(name, Self.allowAction)
+                continue
+            }
             if options.readOnlyMounts, Self.metadataChanges.contains(name) {
                 let setID = options.superviseMetadata ? Self.notifyAction : Self.errnoAction(EPERM)
                 if let argument = Self.modeArgument[name] {
@@ -255,8 +269,16 @@ struct SyscallFilter {
         }
         add("socketpair", Self.errnoAction(EACCES), [ArgumentTest(argument: 1, mask: 0xF, value: 2)])
         // New sockets: never AF_UNIX (connect() to a pathname socket is not
-        // mediated by Landlock before ABI 9); IP only with a network entitlement.
+        // mediated by Landlock before ABI 9) unless the supervisor takes every
+        // connect, and then streams and seqpackets only (a datagram socket
+        // reaches a pathname socket by sendto, which the filter cannot see);
+        // IP only with a network entitlement.
         var deniedFamilies: [UInt32] = [1, 17]  // AF_UNIX, AF_PACKET
+        if options.unixSockets {
+            for type: UInt32 in [1, 5] {  // SOCK_STREAM, SOCK_SEQPACKET, with any SOCK_NONBLOCK or SOCK_CLOEXEC
+                add("socket", Self.allowAction, [ArgumentTest(argument: 0, value: 1), ArgumentTest(argument: 1, mask: 0xF, value: type)])
+            }
+        }
         if options.networkClient || options.networkServer {
             for family: UInt32 in [2, 10] {  // AF_INET, AF_INET6
                 add("socket", Self.allowAction, [ArgumentTest(argument: 0, value: family)])
@@ -442,6 +464,10 @@ enum IoctlRequest {
         0x540F, 0x5410, 0x5411,  // TIOCGPGRP, TIOCSPGRP, TIOCOUTQ
         0x5413, 0x5414, 0x5429,  // TIOCGWINSZ, TIOCSWINSZ, TIOCGSID
         0x802C_542A, 0x402C_542B, 0x402C_542C, 0x402C_542D,  // TCGETS2, TCSETS2, TCSETSW2, TCSETSF2
+        // Making ptys of its own (openpty, script, tmux), in the private
+        // view's devpts: TIOCGPTN, TIOCSPTLCK, TIOCGPTLCK, TIOCGPTPEER, and
+        // taking or dropping a controlling terminal: TIOCSCTTY, TIOCNOTTY.
+        0x8004_5430, 0x4004_5431, 0x8004_5439, 0x5441, 0x540E, 0x5422,
     ]
     /// Any descriptor: FIONREAD, FIONBIO, FIONCLEX, FIOCLEX, FIOASYNC.
     static let descriptor: [UInt32] = [0x541B, 0x5421, 0x5450, 0x5451, 0x5452]
