@@ -18,7 +18,8 @@ enum CLI {
     }
 
     final class Home {
-        let path = NSTemporaryDirectory() + "sandboxed-run-cli-" + UUID().uuidString
+        // Not in /tmp, which the private view replaces by the sandbox's own.
+        let path = "/var/tmp/sandboxed-run-cli-" + UUID().uuidString
         init() { try! FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true) }
         deinit { try? FileManager.default.removeItem(atPath: path) }
         var environment: [String: String] {

@@ -281,7 +281,7 @@ extension ConfinementPlan {
                 let shadowed = namespaces.contains(.view) ? [] : own
                 if namespaces.contains(.view) { own.append("/tmp") }
                 if namespaces.contains(.pidAndMount) { supervisor.enterNamespace(of: keeper.pid, shadowed: shadowed, own: own) }
-                observer?.enterNamespace(privateMounts: own)
+                observer?.enterNamespace(privateMounts: own, view: namespaces.contains(.view))
                 LaunchPhases.mark("namespaces ready")
             case .failed(let stage, let error, let value):
                 keeper.abandon()

@@ -9,12 +9,14 @@ public struct Denial: Sendable, Hashable {
         case rename, link
     }
 
-    /// Who refuses: the kernel's Landlock rules, the seccomp filter, or the
-    /// launcher's metadata supervisor.
+    /// Who refuses: the kernel's Landlock rules, the seccomp filter, the
+    /// launcher's metadata supervisor, or the private view (where the path
+    /// does not exist, or its folder is one of the view's read-only own).
     public enum Layer: String, Sendable {
         case landlock = "Landlock"
         case syscallFilter = "syscall filter"
         case supervisor = "supervisor"
+        case view = "private view"
     }
 
     public let operation: Operation

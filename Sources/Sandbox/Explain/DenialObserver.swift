@@ -49,10 +49,22 @@ final class DenialObserver {
         self.reparenting = reparenting
     }
 
+    /// The devices of the private view's own folders (its root and /dev,
+    /// read-only tmpfs): a path that ends in one of them, short of its last
+    /// name, is outside the view. Empty in the host view.
+    private var viewDevices: Set<UInt64> = []
+
     /// Called once `paths` resolves in the command's namespace: the private
-    /// /proc (read-only) and /dev/shm (read-write) have rules of their own.
-    func enterNamespace(privateMounts: [String]) {
+    /// /proc (read-only), /dev/shm and /tmp (read-write) have rules of their own.
+    func enterNamespace(privateMounts: [String], view: Bool = false) {
         roots = ruleRoots
+        viewDevices = []
+        if view {
+            for folder in ["/", "/dev"] {
+                let start = CommandPaths.Start.path(base: nil, Array(folder.utf8CString), follow: false)
+                if let found = try? paths.resolve(start, caller: 0) { viewDevices.insert(UInt64(found.status.st_dev)) }
+            }
+        }
         for mount in privateMounts {
             let start = CommandPaths.Start.path(base: nil, Array(mount.utf8CString), follow: false)
             guard let found = try? paths.resolve(start, caller: 0), found.status.isDirectory else { continue }
@@ -183,58 +195,114 @@ final class DenialObserver {
         }) else { return nil }
         let predicted = try? powers.asChild { () throws(Errno) -> Denial? in
             let shown = paths.shown(start)
-            var operation = Denial.Operation.write
-            let chain: [InodeIdentity]
-            /// The folder a name is made in or removed from; `exists`: whether the name must be there for Landlock to be asked.
-            func folder(exists: Bool?) throws(Errno) -> [InodeIdentity]? {
-                guard let parent = try paths.parent(start, caller: caller) else { return nil }
-                if let exists {
-                    var status = stat()
-                    guard (fstatat(parent.folder.rawValue, parent.name, &status, AT_SYMLINK_NOFOLLOW) == 0) == exists else { return nil }
-                }
-                return try walk(parent.folder)
+            var operation: Denial.Operation = switch effect {
+            case .open where openFlags & O_CREAT == 0 && openFlags & O_ACCMODE == O_RDONLY && openFlags & O_TRUNC == 0: .read
+            case .execute: .execute
+            default: .write
             }
-            switch effect {
-            case .open where openFlags & O_CREAT != 0:
-                if let existing = try? paths.resolve(start, caller: caller) {
-                    guard openFlags & O_EXCL == 0 else { return nil }  // EEXIST
-                    chain = try self.chain(of: existing)  // O_CREAT of an existing file: a write to it
-                } else {
-                    guard let found = try folder(exists: nil) else { return nil }
-                    chain = found
-                }
-            case .open:
-                let writes = openFlags & O_ACCMODE != O_RDONLY || openFlags & O_TRUNC != 0
-                operation = writes ? .write : .read
-                chain = try self.chain(of: try paths.resolve(start, caller: caller))
-            case .create, .replace, .remove:
-                let exists: Bool? = switch effect {
-                case .create: false
-                case .remove: true
-                default: nil
-                }
-                guard let found = try folder(exists: exists) else { return nil }
-                chain = found
-            case .write:
-                chain = try self.chain(of: try paths.resolve(start, caller: caller))
-            case .execute:
-                operation = .execute
-                chain = try self.chain(of: try paths.resolve(start, caller: caller))
+            do throws(Errno) {
+                return try predictLandlock(start, shown: shown, caller: caller, effect: effect, openFlags: openFlags, syscall: syscall, operation: &operation)
+            } catch .noSuchFileOrDirectory where !viewDevices.isEmpty {
+                // Not found: refused by the view when the walk ended in one of its own folders.
+                guard try outsideView(start, caller: caller) else { return nil }
+                return Denial(
+                    operation: operation, layer: .view, syscall: syscall, path: shown,
+                    reason: "not in the sandbox's view, where only the container, the grants and the policy's system paths exist: "
+                        + reason(operation: operation, covering: nil, path: shown), errno: ENOENT)
             }
-            // Landlock grants the union of every rule that covers the path.
-            let covering = chain.flatMap { rulesByInode[$0] ?? [] }
-            let allowed: Bool = switch operation {
-            case .read: !covering.isEmpty
-            case .write: covering.contains { $0.rule.access == .readWrite }
-            case .execute: covering.contains { $0.rule.access == .readExecute }
-            default: true
-            }
-            guard !allowed else { return nil }
-            return Denial(
-                operation: operation, layer: .landlock, syscall: syscall, path: shown,
-                reason: reason(operation: operation, covering: covering.first?.rule, path: shown), errno: EACCES)
         }
         return predicted ?? nil
+    }
+
+    /// Whether the last folder `start` reaches before a name that does not
+    /// exist is one of the view's own (its root, /dev): the name is then
+    /// outside the view, as the command's own walk could tell.
+    private func outsideView(_ start: CommandPaths.Start, caller: pid_t) throws(Errno) -> Bool {
+        guard case .path(let base, let raw, _) = start else { return false }
+        var bytes = Array(raw.prefix { $0 != 0 })
+        for _ in 0..<256 {
+            while bytes.count > 1, bytes.last == CChar(UInt8(ascii: "/")) { bytes.removeLast() }
+            let folder: [CChar]
+            if let cut = bytes.lastIndex(of: CChar(UInt8(ascii: "/"))) {
+                folder = cut == 0 ? [CChar(UInt8(ascii: "/"))] : Array(bytes[..<cut])
+            } else {
+                folder = [CChar(UInt8(ascii: "."))]
+            }
+            if let found = try? paths.resolve(.path(base: base, folder + [0], follow: true), caller: caller) {
+                return viewDevices.contains(UInt64(found.status.st_dev))
+            }
+            guard folder != bytes, folder != [CChar(UInt8(ascii: "."))] else { return false }
+            bytes = folder
+        }
+        return false
+    }
+
+    /// The Landlock part of `predict`; ENOENT escapes to it.
+    private func predictLandlock(
+        _ start: CommandPaths.Start, shown: [UInt8], caller: pid_t, effect: Effect, openFlags: Int32, syscall: String,
+        operation: inout Denial.Operation
+    ) throws(Errno) -> Denial? {
+        let chain: [InodeIdentity]
+        /// The folder a name is made in or removed from; `exists`: whether the name must be there for Landlock to be asked.
+        var viewFolder = false
+        func folder(exists: Bool?) throws(Errno) -> [InodeIdentity]? {
+            guard let parent = try paths.parent(start, caller: caller) else { return nil }
+            // One of the view's own folders: read-only, whatever the name (EROFS comes first).
+            if !viewDevices.isEmpty, let status = try? parent.folder.status(), viewDevices.contains(UInt64(status.st_dev)) {
+                viewFolder = true
+                return []
+            }
+            if let exists {
+                var status = stat()
+                guard (fstatat(parent.folder.rawValue, parent.name, &status, AT_SYMLINK_NOFOLLOW) == 0) == exists else { return nil }
+            }
+            return try walk(parent.folder)
+        }
+        switch effect {
+        case .open where openFlags & O_CREAT != 0:
+            if let existing = try? paths.resolve(start, caller: caller) {
+                guard openFlags & O_EXCL == 0 else { return nil }  // EEXIST
+                chain = try self.chain(of: existing)  // O_CREAT of an existing file: a write to it
+            } else {
+                guard let found = try folder(exists: nil) else { return nil }
+                chain = found
+            }
+        case .open:
+            let writes = openFlags & O_ACCMODE != O_RDONLY || openFlags & O_TRUNC != 0
+            operation = writes ? .write : .read
+            chain = try self.chain(of: try paths.resolve(start, caller: caller))
+        case .create, .replace, .remove:
+            let exists: Bool? = switch effect {
+            case .create: false
+            case .remove: true
+            default: nil
+            }
+            guard let found = try folder(exists: exists) else { return nil }
+            chain = found
+        case .write:
+            chain = try self.chain(of: try paths.resolve(start, caller: caller))
+        case .execute:
+            operation = .execute
+            chain = try self.chain(of: try paths.resolve(start, caller: caller))
+        }
+        if viewFolder {
+            return Denial(
+                operation: .write, layer: .view, syscall: syscall, path: shown,
+                reason: "is in one of the sandbox's own read-only folders (only the container, the grants and the policy's "
+                    + "system paths exist there): " + reason(operation: .write, covering: nil, path: shown), errno: EROFS)
+        }
+        // Landlock grants the union of every rule that covers the path.
+        let covering = chain.flatMap { rulesByInode[$0] ?? [] }
+        let allowed: Bool = switch operation {
+        case .read: !covering.isEmpty
+        case .write: covering.contains { $0.rule.access == .readWrite }
+        case .execute: covering.contains { $0.rule.access == .readExecute }
+        default: true
+        }
+        guard !allowed else { return nil }
+        return Denial(
+            operation: operation, layer: .landlock, syscall: syscall, path: shown,
+            reason: reason(operation: operation, covering: covering.first?.rule, path: shown), errno: EACCES)
     }
 
     /// The identities of `resolved` and every folder above it, in the command's view.
