@@ -17,7 +17,8 @@ enum CoordinationExit {
         case .notOneLine: notOneLine
         case .timedOut, .placeholder: tryLater
         case .system: ioError
-        case .notARegularFile, .link, .damagedJournal, .damagedPlaceholder, .otherProtocolVersion, .noSuchVersion, .unsafePath, .interfered: refused
+        case .notARegularFile, .link, .damagedJournal, .damagedPlaceholder, .otherProtocolVersion, .noSuchVersion, .unsafePath, .interfered,
+             .untrusted, .unclaimedCopy: refused
         }
     }
 
