@@ -491,3 +491,42 @@ extension ForeignFilesBesideANoteTests {
         #expect(scratch.lines(stem + ".icloud.data") == ["line of L", ""])
     }
 }
+
+/// §5: every option of the coordination commands is taken once, and its numbers are decimal.
+@Suite struct CoordinationOptionTests {
+    @Test func repeatedOptionsAndNumbersThatAreNotDecimalAreUsageErrors() throws {
+        let scratch = Scratch()
+        let note = scratch.path + "/note.md"
+        let repeated: [([String], String)] = [
+            (["append", note, "x", "--timeout", "1", "--timeout", "2"], "--timeout"), (["append", "--timeout=1", "--timeout", "1", note, "x"], "--timeout"),
+            (["append", "--download", "0", "--download", "0", note, "x"], "--download"),
+            (["coordinate", "--read", note, "--read", note, "--", "/bin/true"], "--read"),
+            (["coordinate", "--write", note, "--intent", "merging", "--intent", "replacing", "--", "/bin/true"], "--intent"),
+            (["coordinate", "--timeout", "1", "--timeout", "1", "--write", note, "--", "/bin/true"], "--timeout"),
+            (["sync-simulator", scratch.path, "--seconds", "0", "--seconds", "0"], "--seconds"),
+            (["sync-simulator", scratch.path, "--seconds", "0", "--seed", "1", "--seed", "2"], "--seed"),
+            (["sync-simulator", scratch.path, "--seconds", "0", "--edit-rate", "1", "--edit-rate", "1"], "--edit-rate"),
+            (["versions", "list", note, "--keep", "current", "--keep", "newest"], "--keep"),
+        ]
+        for (arguments, option) in repeated {
+            let result = try shell("exec \"$0\" \"$@\"", arguments)
+            #expect(result.status == 125, "\(arguments): \(result.status)")
+            #expect(result.error.contains("\(option) was given 2 times"), "\(arguments): \(result.error)")
+        }
+        for value in ["-1", "-0.5", "0x10", "1e3", "2.", ".5", "+1", "inf", "nan", "1_0", "", " 1", "１"] {
+            let result = try shell("exec \"$0\" append --timeout \"$1\" \"$2\" x", [value, note])
+            #expect(result.status == 125, "--timeout \(value): \(result.status)")
+            #expect(result.error.contains("from 0 to 1000000"), "--timeout \(value): \(result.error)")
+        }
+        for (option, value) in [("--edit-rate", "0x10"), ("--evict-rate", "-1"), ("--conflict-rate", "1e2"), ("--seed", "0x10"), ("--seed", "-1")] {
+            let result = try shell("exec \"$0\" sync-simulator \"$1\" --seconds 0 \"$2\" \"$3\"", [scratch.path, option, value])
+            #expect(result.status == 125, "\(option) \(value): \(result.status)")
+            #expect(result.error.contains(option + " " + value + " is not"), "\(option) \(value): \(result.error)")
+        }
+        #expect(!FileManager.default.fileExists(atPath: note))
+        for value in ["0", "7", "0.25", "30.000"] {
+            #expect(try shell("exec \"$0\" append --timeout \"$1\" \"$2\" fine", [value, note]).status == 0, "\(value)")
+        }
+        #expect(try shell("exec \"$0\" sync-simulator \"$1\" --seconds 0.1 --seed 18446744073709551615 --edit-rate 2.5", [scratch.path]).status == 0)
+    }
+}
