@@ -79,8 +79,10 @@ let package = Package(
             dependencies: ["Grants", "Sandbox", .product(name: "Crypto", package: "swift-crypto")],
             path: "Fuzz/BookmarkFuzzer"
         ),
-        .executableTarget(name: "policy-fuzzer", dependencies: ["Sandbox", "Policies"], path: "Fuzz/PolicyFuzzer"),
-        .testTarget(name: "SandboxTests", dependencies: ["Sandbox", "CSyscalls", "CLaunch", "CSeccomp", "Policies"]),
+        // What Foundation reads from a policy's bytes: the oracle of the fuzzer and the agreement tests.
+        .target(name: "PolicyOracle", dependencies: ["PropertyLists"], path: "Fuzz/PolicyOracle"),
+        .executableTarget(name: "policy-fuzzer", dependencies: ["Sandbox", "Policies", "PolicyOracle"], path: "Fuzz/PolicyFuzzer"),
+        .testTarget(name: "SandboxTests", dependencies: ["Sandbox", "CSyscalls", "CLaunch", "CSeccomp", "Policies", "PolicyOracle"]),
         .testTarget(name: "GrantsTests", dependencies: ["Grants", "Sandbox", "AppSandbox", "CSyscalls"]),
         .testTarget(name: "CLITests", dependencies: ["sandboxed-run", "grants-benchmark"]),
         .testTarget(name: "CoordinationTests", dependencies: ["Coordination", "Sandbox", "sandboxed-run"]),

@@ -159,8 +159,8 @@ class Run:
         """The daemon with edits, evictions and conflicts; killed at random (SIGKILL), or
         stopped (SIGTERM, leaving its placeholders), and started again."""
         while not self.stop.is_set():
-            process = subprocess.Popen([self.binary, "sync-simulator", self.vault, "--edit-rate", str(self.rates[0]), "--evict-rate", str(self.rates[1]),
-                                        "--conflict-rate", str(self.rates[2]), "--seed", str(self.rng.randrange(1 << 30)), "--leave-placeholders"],
+            process = subprocess.Popen([self.binary, "sync-simulator", self.vault, "--edit-rate", "%.6f" % self.rates[0], "--evict-rate", "%.6f" % self.rates[1],
+                                        "--conflict-rate", "%.6f" % self.rates[2], "--seed", str(self.rng.randrange(1 << 30)), "--leave-placeholders"],
                                        env=self.env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
             self.stop.wait(self.rng.uniform(0.5, 3))
             if self.rng.random() < 0.5:

@@ -10,66 +10,9 @@
 // `policy-fuzzer --compare FILE...` prints the reader's tree and Foundation's. Fuzz/run.sh policy builds it with libFuzzer.
 @preconcurrency import Glibc
 import FoundationEssentials
+@_spi(Fuzzing) import PolicyOracle
 import Policies
 @_spi(Fuzzing) import Sandbox
-
-/// Foundation's reading of a value: the Decodable PolicyValue of before.
-enum FoundationValue: Decodable {
-    case bool(Bool)
-    case integer(Int)
-    case string(String)
-    case array([FoundationValue])
-    case dictionary([String: FoundationValue])
-    case other
-
-    init(from decoder: any Decoder) throws {
-        if let single = try? decoder.singleValueContainer() {
-            if let text = try? single.decode(String.self) {
-                self = .string(text)
-                return
-            }
-            if let flag = try? single.decode(Bool.self) {
-                self = .bool(flag)
-                return
-            }
-            if let number = try? single.decode(Int.self) {
-                self = .integer(number)
-                return
-            }
-        }
-        if var list = try? decoder.unkeyedContainer() {
-            var items: [FoundationValue] = []
-            while !list.isAtEnd { items.append(try list.decode(FoundationValue.self)) }
-            self = .array(items)
-        } else if let dict = try? decoder.singleValueContainer().decode([String: FoundationValue].self) {
-            self = .dictionary(dict)
-        } else {
-            self = .other
-        }
-    }
-
-    /// Same value, reading every `.other` kind as one.
-    func matches(_ ours: PolicyValue) -> Bool {
-        switch (self, ours) {
-        case (.bool(let a), .bool(let b)): a == b
-        case (.integer(let a), .integer(let b)): a == b
-        case (.string(let a), .string(let b)): a == b
-        case (.array(let a), .array(let b)): a.count == b.count && zip(a, b).allSatisfy { $0.matches($1) }
-        case (.dictionary(let a), .dictionary(let b)):
-            a.count == b.count && a.allSatisfy { key, value in b[key].map { value.matches($0) } ?? false }
-        case (.other, .other): true
-        default: false
-        }
-    }
-
-    static func decode(_ bytes: [UInt8]) -> FoundationValue? {
-        let first = bytes.first { $0 != 0x20 && $0 != 0x0A && $0 != 0x0D && $0 != 0x09 }
-        if first == UInt8(ascii: "{") {
-            return try? .dictionary(JSONDecoder().decode([String: FoundationValue].self, from: Data(bytes)))
-        }
-        return try? .dictionary(PropertyListDecoder().decode([String: FoundationValue].self, from: Data(bytes)))
-    }
-}
 
 /// The number of values in `value` once expanded, or nil past `budget`.
 func values(in value: PolicyValue, budget: Int) -> Int? {

@@ -27,6 +27,14 @@ public enum CoordinationError: Error, Equatable, CustomStringConvertible {
     case noSuchVersion(FilePath, String)
     /// A link in the path that an app could have planted, or a missing folder.
     case unsafePath(FilePath, problem: String)
+    /// A file or folder at one of the protocol's names beside the item that
+    /// someone who may not write the item could have made or written (another
+    /// user, in a folder others may create names in): neither believed nor
+    /// acted on (PROTOCOL.md, "Who may have written what").
+    case untrusted(FilePath, problem: String)
+    /// A copy of an evicted item (`.sr2-<hash>.icloud.data`) with no stub to
+    /// say which item it is: that name stands for every long name with the hash.
+    case unclaimedCopy(FilePath)
     /// Another process swapped the temporary file of a replacement for something else
     /// while the block wrote it; the rename put that in place of the item.
     case interfered(FilePath)
@@ -56,6 +64,13 @@ public enum CoordinationError: Error, Equatable, CustomStringConvertible {
             "\(Printable.path(path)) has no conflict version '\(Printable.message(identifier))': `sandboxed-run versions list` shows them"
         case .unsafePath(let path, let problem):
             "\(Printable.path(path)): \(problem)"
+        case .untrusted(let path, let problem):
+            "\(Printable.path(path)) \(problem); coordination neither believes nor acts on what someone who may not write the item "
+                + "could have written there, so nothing was changed: inspect it, and have its owner (or root) remove it if nobody needs it"
+        case .unclaimedCopy(let path):
+            "\(Printable.path(path)) has no placeholder stub beside it to say which item it is a copy of (a name .sr2-<hash> stands for "
+                + "every long name with that hash, and for the name sr2-<hash> itself), so it is left as it is: rename it to its item's name "
+                + "by hand if no file has that name"
         case .interfered(let path):
             "\(Printable.path(path)) was not replaced with what was written: another process swapped the temporary file "
                 + "beside it meanwhile, and the name now holds what that process put there; inspect the folder"

@@ -36,10 +36,15 @@ enum Durably {
     }
 
     /// Gives a copy the original's owner (when this process may) and its
-    /// permission bits, never the set-id bits. A copy this process cannot give
-    /// the original's owner and group keeps only the owner's bits: it must
-    /// not become readable by a group or users the original did not allow.
-    static func match(_ fd: CInt, to original: stat, path: FilePath) throws {
+    /// permissions, never the set-id bits: first it loses any ACL it
+    /// inherited from its folder's default ACL, then it gets the original's
+    /// access ACL verbatim (`acl`, read from the original's descriptor), or
+    /// its permission bits when it has none. A copy this process cannot give
+    /// the original's owner and group, or whose ACLs cannot be set as the
+    /// original's, keeps only the owner's bits: it must not become readable
+    /// by a group or users the original did not allow.
+    static func match(_ fd: CInt, to original: stat, acl: AccessControl.Found, path: FilePath) throws {
+        let clean = AccessControl.removeInherited(from: fd, folder: false)
         var copy = stat()
         guard fstat(fd, &copy) == 0 else { throw CoordinationError.system(operation: "fstat", path: path, errno: Errno(rawValue: errno)) }
         if copy.st_uid != original.st_uid || copy.st_gid != original.st_gid {
@@ -47,7 +52,15 @@ enum Durably {
             guard fstat(fd, &copy) == 0 else { throw CoordinationError.system(operation: "fstat", path: path, errno: Errno(rawValue: errno)) }
         }
         var mode = original.st_mode & 0o777
-        if copy.st_uid != original.st_uid || copy.st_gid != original.st_gid { mode &= 0o700 }
+        if copy.st_uid != original.st_uid || copy.st_gid != original.st_gid || !clean {
+            mode &= 0o700
+        } else {
+            switch acl {
+            case .none: break
+            case .list(let list): if AccessControl.apply(list, to: fd) { return } else { mode &= 0o700 }
+            case .unknown: mode &= 0o700
+            }
+        }
         do { _ = try syscallRetrying { fchmod(fd, mode) } } catch {
             throw CoordinationError.system(operation: "setting the permissions of", path: path, errno: error)
         }

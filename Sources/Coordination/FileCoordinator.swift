@@ -179,7 +179,7 @@ public struct FileCoordinator: Sendable {
             let written = OwnedDescriptor(taking: fd)
             do {
                 let result = try body(Item(anchor: written.rawValue, descriptor: written.rawValue, original: old.rawValue, given: temporary.path))
-                try Durably.match(written.rawValue, to: original, path: temporary.path)
+                try Durably.match(written.rawValue, to: original, acl: AccessControl.read(AccessControl.access, of: old.rawValue), path: temporary.path)
                 try Durably.sync(written.rawValue, path: temporary.path)
                 do {
                     _ = try syscallRetrying { renameat(folder.rawValue, temporary.name, folder.rawValue, name) }

@@ -34,10 +34,14 @@ public struct FileVersion: Equatable, Sendable {
         guard let folder = try versionsFolder(of: location, create: false) else { return [] }
         guard let stream = fdopendir(dup(folder.rawValue)) else { return [] }
         defer { closedir(stream) }
+        let owner = Trust.itemStatus(location)
         var versions: [FileVersion] = []
         while let entry = readdir(stream) {
             let name = withUnsafeBytes(of: entry.pointee.d_name) { String(cString: $0.bindMemory(to: CChar.self).baseAddress!) }
             guard entry.pointee.d_type == DT_REG, let version = parse(name, item: item) else { continue }
+            // One that someone who may not write the item could have put there is no version of it.
+            var status = stat()
+            guard fstatat(folder.rawValue, name, &status, AT_SYMLINK_NOFOLLOW) == 0, Trust.problem(with: status, item: owner) == nil else { continue }
             versions.append(version)
         }
         return versions.sorted { ($0.modified.tv_sec, $0.modified.tv_nsec) < ($1.modified.tv_sec, $1.modified.tv_nsec) }
@@ -54,16 +58,23 @@ public struct FileVersion: Equatable, Sendable {
 
     @discardableResult
     public static func add(to location: FileCoordinator.Location, contents: [UInt8], modified: timespec, savingComputer: String) throws -> FileVersion {
-        var original = stat()
-        guard fstatat(location.folder.rawValue, location.name, &original, AT_SYMLINK_NOFOLLOW) == 0 else {
+        let fd = csb_open_regular(location.folder.rawValue, location.name, O_RDONLY, 0)
+        guard fd >= 0 else {
             throw CoordinationError.system(operation: "keeping a conflict version of", path: location.path, errno: Errno(rawValue: errno))
         }
-        return try add(to: location, contents: contents, modified: modified, savingComputer: savingComputer, like: original)
+        let opened = OwnedDescriptor(taking: fd)
+        let original: stat
+        do { original = try opened.status() } catch { throw CoordinationError.system(operation: "fstat", path: location.path, errno: error) }
+        return try add(to: location, contents: contents, modified: modified, savingComputer: savingComputer, like: original,
+                       acl: AccessControl.read(AccessControl.access, of: opened.rawValue))
     }
 
-    static func add(to location: FileCoordinator.Location, contents: [UInt8], modified: timespec, savingComputer: String, like original: stat) throws -> FileVersion {
+    /// `acl`: the item's access ACL, read from its descriptor.
+    @discardableResult
+    static func add(to location: FileCoordinator.Location, contents: [UInt8], modified: timespec, savingComputer: String,
+                    like original: stat, acl: AccessControl.Found) throws -> FileVersion {
         let item = location.path
-        guard let folder = try versionsFolder(of: location, create: true, like: original) else { throw CoordinationError.notARegularFile(item) }
+        guard let folder = try versionsFolder(of: location, create: true, like: original, acl: acl) else { throw CoordinationError.notARegularFile(item) }
         // Written under a temporary name and renamed: a daemon killed meanwhile leaves no torn version.
         let temporary = ItemNames.terminated(ItemNames.temporarySuffix())
         let fd = csb_open_regular(folder.rawValue, temporary, O_WRONLY | O_CREAT | O_EXCL, 0o600)
@@ -71,7 +82,7 @@ public struct FileVersion: Equatable, Sendable {
         let file = OwnedDescriptor(taking: fd)
         do {
             try FileCoordinator.writeAll(contents, to: file.rawValue, path: item)
-            try Durably.match(file.rawValue, to: original, path: item)
+            try Durably.match(file.rawValue, to: original, acl: acl, path: item)
             try Durably.sync(file.rawValue, path: item)
             let version = try place(temporary, from: folder, into: folder, modified: modified, savingComputer: savingComputer, item: item)
             try Durably.syncFolder(folder, path: item)
@@ -86,13 +97,16 @@ public struct FileVersion: Equatable, Sendable {
     /// evicted file that a writer outside the protocol re-created) as a
     /// conflict version: renamed, never copied, so it keeps its inode, owner
     /// and mode. The caller holds the folder lock and the item's write lock.
+    @discardableResult
     static func adopt(_ name: [CChar], besides location: FileCoordinator.Location, savingComputer: String) throws -> FileVersion {
         let item = location.path
-        var original = stat()
-        guard fstatat(location.folder.rawValue, name, &original, AT_SYMLINK_NOFOLLOW) == 0, (original.st_mode & S_IFMT) == S_IFREG else {
-            throw CoordinationError.notARegularFile(location.named(name).path)
-        }
-        guard let folder = try versionsFolder(of: location, create: true, like: original) else { throw CoordinationError.notARegularFile(item) }
+        let fd = csb_open_regular(location.folder.rawValue, name, O_RDONLY, 0)
+        guard fd >= 0 else { throw FileCoordinator.openingError(Errno(rawValue: errno), path: location.named(name).path) }
+        let copy = OwnedDescriptor(taking: fd)
+        let original: stat
+        do { original = try copy.status() } catch { throw CoordinationError.system(operation: "fstat", path: location.named(name).path, errno: error) }
+        let acl = AccessControl.read(AccessControl.access, of: copy.rawValue)
+        guard let folder = try versionsFolder(of: location, create: true, like: original, acl: acl) else { throw CoordinationError.notARegularFile(item) }
         let version = try place(name, from: location.folder, into: folder, modified: original.st_mtim, savingComputer: savingComputer, item: item)
         try Durably.syncFolder(folder, path: item)
         try Durably.syncFolder(location.folder, path: item)
@@ -121,12 +135,17 @@ public struct FileVersion: Equatable, Sendable {
     static func removeLeftovers(of location: FileCoordinator.Location) {
         guard let folder = try? versionsFolder(of: location, create: false), let stream = fdopendir(dup(folder.rawValue)) else { return }
         defer { closedir(stream) }
+        let owner = Trust.itemStatus(location)
         var leftovers: [[CChar]] = []
         while let entry = readdir(stream) {
             let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in Array(raw.bindMemory(to: UInt8.self).prefix { $0 != 0 }) }
             if ItemNames.temporaryStem([UInt8(ascii: ".")] + name) == [UInt8(ascii: ".")] { leftovers.append(ItemNames.terminated(name)) }
         }
-        for name in leftovers { _ = unlinkat(folder.rawValue, name, 0) }
+        for name in leftovers {
+            var status = stat()
+            guard fstatat(folder.rawValue, name, &status, AT_SYMLINK_NOFOLLOW) == 0, Trust.problem(with: status, item: owner) == nil else { continue }
+            _ = unlinkat(folder.rawValue, name, 0)
+        }
     }
 
     /// The version's bytes.
@@ -139,7 +158,11 @@ public struct FileVersion: Equatable, Sendable {
         guard let folder = try Self.versionsFolder(of: location, create: false) else { throw CoordinationError.noSuchVersion(item, identifier) }
         let fd = csb_open_regular(folder.rawValue, identifier, O_RDONLY, 0)
         guard fd >= 0 else { throw CoordinationError.noSuchVersion(item, identifier) }
-        return try Self.readAll(OwnedDescriptor(taking: fd), path: item)
+        let file = OwnedDescriptor(taking: fd)
+        if let status = try? file.status(), let problem = Trust.problem(with: status, item: Trust.itemStatus(location)) {
+            throw CoordinationError.untrusted(item.pushing(FilePath(identifier)), problem: problem)
+        }
+        return try Self.readAll(file, path: item)
     }
 
     /// Which contents survive a resolution.
@@ -179,7 +202,7 @@ public struct FileVersion: Equatable, Sendable {
         }
         if let folder = try versionsFolder(of: location, create: false) {
             for version in versions { _ = unlinkat(folder.rawValue, version.identifier, 0) }
-            if let all = try? versionsRoot(in: location.folder, create: false) {
+            if let all = try? versionsRoot(in: location, create: false) {
                 _ = unlinkat(all.rawValue, location.name, AT_REMOVEDIR)  // only when empty
                 _ = unlinkat(location.folder.rawValue, folderName, AT_REMOVEDIR)
             }
@@ -197,57 +220,106 @@ public struct FileVersion: Equatable, Sendable {
                            savingComputer: String(name[name.index(after: dash)...]))
     }
 
-    private static func versionsRoot(in parent: OwnedDescriptor, create: Bool, like original: stat? = nil) throws -> OwnedDescriptor? {
-        var mode: mode_t = 0o700
-        var owner: (uid_t, gid_t)?
-        if create {
-            // No more open than the folder it is in (whose entries it names).
-            var status = stat()
-            guard fstat(parent.rawValue, &status) == 0 else { throw CoordinationError.system(operation: "fstat", path: FilePath(folderName), errno: Errno(rawValue: errno)) }
-            mode = (status.st_mode & 0o755) | 0o700
-            owner = (status.st_uid, status.st_gid)
+    /// The folder of every item's versions, beside the items. One this call
+    /// makes is no more open than the folder it is in (whose entries it
+    /// names): that folder's owner, its ACL (or mode) without write for
+    /// anyone else. One that is there already is used only if its owner is
+    /// the item's, this process's user or the folder's owner (who may
+    /// rename anything in the folder anyway), it is no more writable than
+    /// the folder, and it has no default ACL.
+    private static func versionsRoot(in location: FileCoordinator.Location, create: Bool) throws -> OwnedDescriptor? {
+        let parent = location.folder
+        var status = stat()
+        guard fstat(parent.rawValue, &status) == 0 else {
+            throw CoordinationError.system(operation: "fstat", path: location.path.removingLastComponent(), errno: Errno(rawValue: errno))
         }
-        return try openFolder(Array(folderName.utf8CString), in: parent, create: create, mode: mode, owner: owner)
+        let owners = [Trust.itemStatus(location)?.st_uid, geteuid(), status.st_uid].compactMap { $0 }
+        let acl: AccessControl.Found = create ? AccessControl.read(AccessControl.access, of: parent.rawValue) : .none
+        return try openFolder(Array(folderName.utf8CString), in: parent, path: location.path.removingLastComponent(), create: create,
+                              mode: (status.st_mode & 0o755) | 0o700, owner: (status.st_uid, status.st_gid),
+                              acl: acl, aclIsFiles: false, trusted: owners, parent: status)
     }
 
-    static func versionsFolder(of location: FileCoordinator.Location, create: Bool, like original: stat? = nil) throws -> OwnedDescriptor? {
-        guard let root = try versionsRoot(in: location.folder, create: create) else { return nil }
-        // A private item's versions are in a private folder: 0600 makes 0700.
-        let mode = Durably.folderMode(for: original?.st_mode ?? 0o600)
-        return try openFolder(location.name, in: root, create: create, mode: mode, owner: original.map { ($0.st_uid, $0.st_gid) })
+    /// The folder of the item's versions. One this call makes has the item's
+    /// owner (when this process may give it; else it is private to this
+    /// process) and may be listed by whoever may read the item (its ACL, or
+    /// its mode: a 0600 item's versions are in a 0700 folder). One that is
+    /// there already is used only if its owner is the item's or this
+    /// process's user, it is no more writable than the item's folder, and
+    /// it has no default ACL: otherwise its maker could read or remove the
+    /// versions.
+    static func versionsFolder(of location: FileCoordinator.Location, create: Bool, like original: stat? = nil,
+                               acl: AccessControl.Found = .none) throws -> OwnedDescriptor? {
+        guard let root = try versionsRoot(in: location, create: create) else { return nil }
+        var parent = stat()
+        guard fstat(location.folder.rawValue, &parent) == 0 else {
+            throw CoordinationError.system(operation: "fstat", path: location.path.removingLastComponent(), errno: Errno(rawValue: errno))
+        }
+        let owners = [(original ?? Trust.itemStatus(location))?.st_uid, geteuid()].compactMap { $0 }
+        return try openFolder(location.name, in: root, path: location.path.removingLastComponent().pushing(FilePath(folderName)), create: create,
+                              mode: Durably.folderMode(for: original?.st_mode ?? 0o600), owner: original.map { ($0.st_uid, $0.st_gid) },
+                              acl: acl, aclIsFiles: true, trusted: owners, parent: parent)
     }
 
-    /// A folder beneath `parent`, never through a link. One this call creates
-    /// gets `mode` (whatever the umask) and, when this process may, `owner`,
-    /// and is flushed into `parent`.
-    private static func openFolder(_ name: [CChar], in parent: OwnedDescriptor, create: Bool, mode: mode_t = 0o700,
-                                   owner: (uid_t, gid_t)? = nil) throws -> OwnedDescriptor? {
+    /// A folder beneath `parent`, never through a link. One this call makes
+    /// loses the ACLs it inherited, gets `owner` when this process may give
+    /// it, then the ACL `acl` made a folder's (`AccessControl.forFolder`) or
+    /// `mode` (whatever the umask), or, when it cannot have either as its
+    /// original's, only its owner's bits; it is flushed into `parent`. One
+    /// that was there is checked (`Trust.folderProblem`) against `trusted`
+    /// owners and the item's folder's status.
+    private static func openFolder(_ name: [CChar], in parent: OwnedDescriptor, path: FilePath, create: Bool, mode: mode_t,
+                                   owner: (uid_t, gid_t)?, acl: AccessControl.Found, aclIsFiles: Bool,
+                                   trusted: [uid_t], parent folderStatus: stat) throws -> OwnedDescriptor? {
+        let display = path.pushing(FileCoordinator.display(name))
         var made = false
         if create {
             if mkdirat(parent.rawValue, name, 0o700) == 0 {
                 made = true
             } else if errno != EEXIST {
-                throw CoordinationError.system(operation: "creating", path: FileCoordinator.display(name), errno: Errno(rawValue: errno))
+                throw CoordinationError.system(operation: "creating", path: display, errno: Errno(rawValue: errno))
             }
         }
         let bytes = name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }
         let folder: OwnedDescriptor
         do { folder = try .openFolder(bytes, relativeTo: parent, follow: false, use: .read) } catch {
             if error == .noSuchFileOrDirectory && !create { return nil }
-            throw CoordinationError.notARegularFile(FileCoordinator.display(name))
+            throw CoordinationError.notARegularFile(display)
         }
-        if made {
-            let fd = folder.rawValue
-            var status = stat()
-            if let owner, fstat(fd, &status) == 0, status.st_uid != owner.0 || status.st_gid != owner.1 {
-                if fchown(fd, owner.0, owner.1) != 0 { _ = fchmod(fd, mode & 0o700) }  // not ours to give: only ours to read
+        let fd = folder.rawValue
+        var status = stat()
+        // Ours only if this process owns what the name holds now: another folder swapped in meanwhile is checked as any other.
+        if made, fstat(fd, &status) != 0 || status.st_uid != geteuid() { made = false }
+        guard made else {
+            if let problem = Trust.folderProblem(folder, owners: trusted, parent: folderStatus) {
+                throw CoordinationError.untrusted(display, problem: problem)
             }
-            if fstat(fd, &status) == 0, owner.map({ status.st_uid == $0.0 && status.st_gid == $0.1 }) ?? true {
-                _ = fchmod(fd, mode)
-            }
-            try Durably.sync(fd, path: FileCoordinator.display(name))
-            try Durably.syncFolder(parent, path: FileCoordinator.display(name))
+            return folder
         }
+        guard AccessControl.removeInherited(from: fd, folder: true) else {
+            _ = fchmod(fd, 0o700)
+            throw CoordinationError.system(operation: "removing the ACLs inherited by", path: display, errno: Errno(rawValue: errno))
+        }
+        if let owner, status.st_uid != owner.0 || status.st_gid != owner.1 {
+            _ = fchown(fd, owner.0, owner.1)  // root may; others keep it private below
+        }
+        var final = mode & 0o700
+        if fstat(fd, &status) == 0, owner.map({ status.st_uid == $0.0 && status.st_gid == $0.1 }) ?? true {
+            final = mode
+            switch acl {
+            case .none: break
+            case .list(let list):
+                if let folderACL = AccessControl.forFolder(list, file: aclIsFiles), AccessControl.apply(folderACL, to: fd) { final = 0 } else { final = mode & 0o700 }
+            case .unknown: final = mode & 0o700
+            }
+        }
+        if final != 0 {
+            do { _ = try syscallRetrying { fchmod(fd, final) } } catch {
+                throw CoordinationError.system(operation: "setting the permissions of", path: display, errno: error)
+            }
+        }
+        try Durably.sync(fd, path: display)
+        try Durably.syncFolder(parent, path: display)
         return folder
     }
 

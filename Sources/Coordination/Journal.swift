@@ -42,9 +42,9 @@ enum Journal {
             // torn journal that would stop every later writer, and the record
             // is never on disk without the journal that can take it back.
             let staged = location.sibling(.stagedJournal)
-            let stagedFD = csb_open_regular(folder.rawValue, staged.name, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-            guard stagedFD >= 0 else { throw CoordinationError.system(operation: "writing the journal of", path: path, errno: Errno(rawValue: errno)) }
-            let stagedFile = OwnedDescriptor(taking: stagedFD)
+            var item = stat()
+            guard fstat(fd, &item) == 0 else { throw CoordinationError.system(operation: "fstat", path: path, errno: Errno(rawValue: errno)) }
+            let stagedFile = try create(staged, like: item, path: path)
             try FileCoordinator.writeAll(magic + Array("\(size) \(data.count)\n".utf8) + data, to: stagedFile.rawValue, path: staged.path)
             try Durably.sync(stagedFile.rawValue, path: staged.path)
             do { _ = try syscallRetrying { renameat(folder.rawValue, staged.name, folder.rawValue, journal.name) } } catch {
@@ -66,13 +66,53 @@ enum Journal {
         return crossesPage
     }
 
+    /// The staged journal, new (`O_EXCL`: never a file someone else made
+    /// and may still hold open), 0600 whatever the folder's default ACL,
+    /// and given the item's owner when this process may, so that the
+    /// item's owner can recover it if this process dies. A file already
+    /// there was left by a killed writer, or put there by a party outside
+    /// the protocol (no writer makes one without the item's write lock,
+    /// which this process holds): removed if its owner could write the item,
+    /// refused otherwise.
+    private static func create(_ staged: FileCoordinator.Location, like item: stat, path: FilePath) throws -> OwnedDescriptor {
+        for _ in 0..<3 {
+            let fd = csb_open_regular(staged.folder.rawValue, staged.name, O_WRONLY | O_CREAT | O_EXCL, 0o600)
+            if fd >= 0 {
+                let file = OwnedDescriptor(taking: fd)
+                _ = AccessControl.removeInherited(from: fd, folder: false)  // made 0600: an inherited ACL is masked to nothing anyway
+                if item.st_uid != geteuid() || item.st_gid != getegid() { _ = fchown(fd, item.st_uid, item.st_gid) }
+                return file
+            }
+            guard errno == EEXIST else {
+                throw CoordinationError.system(operation: "writing the journal of", path: path, errno: Errno(rawValue: errno))
+            }
+            try Trust.check(staged, item: item, ownerOnly: true)
+            _ = unlinkat(staged.folder.rawValue, staged.name, 0)
+        }
+        throw CoordinationError.system(operation: "writing the journal of", path: path, errno: .fileExists)
+    }
+
     /// Rolls back a torn record that the journal describes, then removes the
     /// journal. The caller holds the item exclusively. A journal of another
-    /// protocol version is refused, never read as this one's.
+    /// protocol version is refused, never read as this one's, and so is one
+    /// that someone who may not write the item could have written (another
+    /// user, in a folder others may create names in): it could describe the
+    /// whole file as a torn record.
     static func recover(for location: FileCoordinator.Location, item: OwnedDescriptor) throws {
         let (folder, path) = (location.folder, location.path)
         let journal = location.sibling(.journal)
-        _ = unlinkat(folder.rawValue, ItemNames.sibling(.stagedJournal, of: location.name), 0)  // a killed writer's, never in use now
+        func itemStatus() throws -> stat {
+            do { return try item.status() } catch { throw CoordinationError.system(operation: "fstat", path: path, errno: error) }
+        }
+        // A killed writer's, never in use now (its writer held the lock we hold): removed, if it is a writer's.
+        let staged = location.sibling(.stagedJournal)
+        var leftover = stat()
+        if fstatat(folder.rawValue, staged.name, &leftover, AT_SYMLINK_NOFOLLOW) == 0 {
+            if let problem = Trust.problem(with: leftover, item: try itemStatus(), ownerOnly: true) {
+                throw CoordinationError.untrusted(staged.path, problem: problem)
+            }
+            _ = unlinkat(folder.rawValue, staged.name, 0)
+        }
         if let old = ItemNames.versionOneSibling(.journal, of: location.name) {
             var status = stat()
             if fstatat(folder.rawValue, old, &status, AT_SYMLINK_NOFOLLOW) == 0 {
@@ -85,7 +125,12 @@ enum Journal {
             throw CoordinationError.damagedJournal(journal.path)
         }
         let file = OwnedDescriptor(taking: fd)
-        guard let status = try? file.status(), status.st_size <= largest + 64 else { throw CoordinationError.damagedJournal(journal.path) }
+        guard let status = try? file.status() else { throw CoordinationError.damagedJournal(journal.path) }
+        let current = try itemStatus()
+        if let problem = Trust.problem(with: status, item: current, ownerOnly: true) {
+            throw CoordinationError.untrusted(journal.path, problem: problem)
+        }
+        guard status.st_size <= largest + 64 else { throw CoordinationError.damagedJournal(journal.path) }
         var bytes = [UInt8](repeating: 0, count: Int(status.st_size))
         let count = bytes.withUnsafeMutableBytes { pread(file.rawValue, $0.baseAddress, $0.count, 0) }
         guard count == bytes.count else { throw CoordinationError.damagedJournal(journal.path) }
@@ -99,7 +144,7 @@ enum Journal {
         guard header.count == 2, let offset = Int64(header[0]), let length = Int(header[1]), offset >= 0, length == record.count else {
             throw CoordinationError.damagedJournal(journal.path)
         }
-        let size = Int64(try item.status().st_size)
+        let size = Int64(current.st_size)
         if size > offset, size < offset + Int64(length) {
             // Only if what follows `offset` is a prefix of that very record: never cut what someone else wrote.
             var tail = [UInt8](repeating: 0, count: Int(size - offset))

@@ -32,11 +32,15 @@ public enum Placeholder {
         public let size: Int
         /// The protocol version of the party that wrote it (1 when the stub does not say).
         public let version: Int
+        /// The item's owner (uid) when it was evicted, when the stub says: only
+        /// a copy of that owner's is brought back in its place.
+        public let owner: UInt32?
 
-        public init(name: FilePath, size: Int, version: Int = ItemNames.protocolVersion) {
+        public init(name: FilePath, size: Int, version: Int = ItemNames.protocolVersion, owner: UInt32? = nil) {
             self.name = name
             self.size = size
             self.version = version
+            self.owner = owner
         }
     }
 
@@ -45,6 +49,8 @@ public enum Placeholder {
     /// The item's name as hex digits of its bytes: NSURLNameKey is a string,
     /// which a name that is not UTF-8 cannot be.
     static let nameBytesKey = "SRItemNameBytes"
+    /// The evicted item's owner (uid): what its copy must be owned by to come back.
+    static let ownerKey = "SRItemOwner"
     /// Stubs are a few hundred bytes; a larger one is not ours.
     static let largestStub = 4096
 
@@ -126,12 +132,13 @@ public enum Placeholder {
             return (count < 15 ? [marker | UInt8(count)] : [marker | 0x0f] + integer(count)) + units
         }
         func integer(_ value: Int) -> [UInt8] { [0x13] + (0..<8).reversed().map { UInt8(truncatingIfNeeded: UInt64(value) >> (8 * UInt64($0))) } }
-        let pairs: [([UInt8], [UInt8])] = [
+        var pairs: [([UInt8], [UInt8])] = [
             (string(Array("NSURLNameKey".utf8)), string(stub.name.bytes)),
             (string(Array("NSURLFileSizeKey".utf8)), integer(stub.size)),
             (string(Array(versionKey.utf8)), integer(stub.version)),
             (string(Array(nameBytesKey.utf8)), string(stub.name.bytes.flatMap { ItemNames.hexDigits($0) })),
         ]
+        if let owner = stub.owner { pairs.append((string(Array(ownerKey.utf8)), integer(Int(owner)))) }
         // A dictionary of n: n key references, then n value references (one byte each).
         let n = pairs.count
         let dictionary = [0xD0 | UInt8(n)] + (1...2 * n).map { UInt8($0) }
@@ -167,7 +174,12 @@ public enum Placeholder {
                   !decoded.contains(UInt8(ascii: "/")), decoded.count <= ItemNames.nameMax else { throw CoordinationError.damagedPlaceholder(path) }
             bytes = decoded
         }
-        return Stub(name: FilePath(bytes: bytes), size: size, version: version)
+        var owner: UInt32?
+        if let entry = entries[ownerKey] {
+            guard case .integer(let number) = entry, number >= 0, number <= Int64(UInt32.max) else { throw CoordinationError.damagedPlaceholder(path) }
+            owner = UInt32(number)
+        }
+        return Stub(name: FilePath(bytes: bytes), size: size, version: version, owner: owner)
     }
 
     /// Reads the stub beside `location` and checks that it is this

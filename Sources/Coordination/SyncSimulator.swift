@@ -102,6 +102,7 @@ public final class SyncSimulator {
                 tidy(scanned)
                 scanned.unsettled = []
                 scanned.leftovers = []
+                scanned.refusals = []
             }
             for request in scanned.requests { settle(request) }
             scanned.requests = []
@@ -133,6 +134,7 @@ public final class SyncSimulator {
     private func tidy(_ scanned: Scan) {
         for item in scanned.unsettled { settle(item) }
         for leftover in scanned.leftovers { removeLeftover(leftover) }
+        for (path, error) in scanned.refusals { refuse(path, error) }
     }
 
     // MARK: Actions
@@ -150,6 +152,8 @@ public final class SyncSimulator {
                 uploaded[file.path] = (kept ? contents : nil, status.st_mtim)
                 counts.uploads += 1
             }
+        } catch let error as CoordinationError {
+            refuse(file.path, error)
         } catch { counts.skipped += 1 }
     }
 
@@ -190,6 +194,8 @@ public final class SyncSimulator {
                 try FileCoordinator.writeAll(Self.ended(old) + line, to: item.descriptor!.rawValue, path: file.path)
             }
             counts.edits += 1
+        } catch let error as CoordinationError {
+            refuse(file.path, error)
         } catch { counts.skipped += 1 }
     }
 
@@ -216,16 +222,19 @@ public final class SyncSimulator {
                 let remoteTime = timespec(tv_sec: base.modified.tv_sec + (base.modified.tv_nsec + offset) / 1_000_000_000,
                                           tv_nsec: (base.modified.tv_nsec + offset) % 1_000_000_000)
                 let remoteWins = (remoteTime.tv_sec, remoteTime.tv_nsec) > (status.st_mtim.tv_sec, status.st_mtim.tv_nsec)
+                let acl = AccessControl.read(AccessControl.access, of: item.original!.rawValue)
                 // The version is durable before the file that loses it is replaced.
                 if remoteWins {
-                    try FileVersion.add(to: file, contents: local, modified: status.st_mtim, savingComputer: "this-computer", like: status)
+                    try FileVersion.add(to: file, contents: local, modified: status.st_mtim, savingComputer: "this-computer", like: status, acl: acl)
                     try FileCoordinator.writeAll(remote, to: item.descriptor!.rawValue, path: file.path)
                 } else {
-                    try FileVersion.add(to: file, contents: remote, modified: remoteTime, savingComputer: "remote", like: status)
+                    try FileVersion.add(to: file, contents: remote, modified: remoteTime, savingComputer: "remote", like: status, acl: acl)
                     try FileCoordinator.writeAll(local, to: item.descriptor!.rawValue, path: file.path)
                 }
             }
             counts.conflicts += 1
+        } catch let error as CoordinationError {
+            refuse(file.path, error)
         } catch { counts.skipped += 1 }
     }
 
@@ -247,14 +256,16 @@ public final class SyncSimulator {
             try Journal.recover(for: file, item: item)
             try Durably.sync(item.rawValue, path: file.path)
             let status = try item.status()
+            // Its copy must have one link to be believed when it comes back: a file with other names stays.
+            guard status.st_nlink == 1 else { counts.skipped += 1; return }
             let temporary = file.named(ItemNames.temporary(of: file.name))
             let fd = csb_open_regular(file.folder.rawValue, temporary.name, O_WRONLY | O_CREAT | O_EXCL, 0o600)
             guard fd >= 0 else { throw CoordinationError.system(operation: "evicting", path: file.path, errno: Errno(rawValue: errno)) }
             let written = OwnedDescriptor(taking: fd)
             do {
-                let contents = Placeholder.encode(.init(name: FileCoordinator.display(file.name), size: Int(status.st_size)))
+                let contents = Placeholder.encode(.init(name: FileCoordinator.display(file.name), size: Int(status.st_size), owner: status.st_uid))
                 try FileCoordinator.writeAll(contents, to: written.rawValue, path: stub.path)
-                try Durably.match(written.rawValue, to: status, path: stub.path)
+                try Durably.match(written.rawValue, to: status, acl: AccessControl.read(AccessControl.access, of: item.rawValue), path: stub.path)
                 try Durably.sync(written.rawValue, path: stub.path)
                 guard try Durably.renameNoReplace(file.folder, temporary.name, file.folder, stub.name, path: stub.path) else {
                     throw CoordinationError.system(operation: "evicting", path: stub.path, errno: .fileExists)
@@ -294,17 +305,24 @@ public final class SyncSimulator {
         do {
             guard let held = try FolderLock(file.folder, path: file.path, deadline: .now + Self.folderWait) else { counts.skipped += 1; return }
             defer { withExtendedLifetime(held) {} }
-            let present = Self.exists(file), hasStub = Self.exists(stub), hasData = Self.exists(data)
-            if hasStub {
-                guard Self.isRegular(stub) else { throw CoordinationError.notARegularFile(stub.path) }
-                _ = try Placeholder.read(for: file)
+            let named = Self.status(file), stubbed = Self.status(stub), copied = Self.status(data)
+            let present = named != nil, hasStub = stubbed != nil, hasData = copied != nil
+            var read: Placeholder.Stub?
+            if let stubbed {
+                guard stubbed.isRegularFile else { throw CoordinationError.notARegularFile(stub.path) }
+                read = try Placeholder.read(for: file)
             }
-            if hasData, !Self.isRegular(data) { throw CoordinationError.notARegularFile(data.path) }
+            if let copied, !copied.isRegularFile { throw CoordinationError.notARegularFile(data.path) }
+            try Self.checkWriters(file, named: named, stub: stubbed.map { ($0, read?.owner) }, copy: copied)
             switch (present, hasStub, hasData) {
             case (false, _, true):
                 let fd = csb_open_regular(file.folder.rawValue, data.name, O_RDWR, 0)
                 guard fd >= 0 else { throw FileCoordinator.openingError(Errno(rawValue: errno), path: data.path) }
                 let copy = OwnedDescriptor(taking: fd)
+                guard let opened = try? copy.status(), let examined = copied, opened.inodeIdentity == examined.inodeIdentity else {
+                    counts.skipped += 1  // swapped since the look: settled next time
+                    return
+                }
                 // Locked before it has the name: a writer that opens it waits until the stub is gone.
                 guard csb_ofd_lock(copy.rawValue, CSB_F_WRLCK, 0) == 0 else { counts.skipped += 1; return }
                 guard try Durably.renameNoReplace(file.folder, data.name, file.folder, file.name, path: file.path) else {
@@ -314,50 +332,103 @@ public final class SyncSimulator {
                 guard FileCoordinator.holdsName(copy, file) else { throw CoordinationError.interfered(file.path) }
                 try Durably.syncFolder(file.folder, path: file.path)
                 _ = unlinkat(file.folder.rawValue, stub.name, 0)
-                _ = unlinkat(file.folder.rawValue, request.name, 0)
+                removeRequest(request)
                 counts.materialisations += 1
             case (true, _, true):
                 guard let item = try coordinator.tryLock(file) else { counts.skipped += 1; return }
                 try FileVersion.adopt(data.name, besides: file, savingComputer: "remote")
                 _ = unlinkat(file.folder.rawValue, stub.name, 0)
-                _ = unlinkat(file.folder.rawValue, request.name, 0)
+                removeRequest(request)
                 withExtendedLifetime(item) {}
                 counts.conflicts += 1
             case (true, true, false):
                 _ = unlinkat(file.folder.rawValue, stub.name, 0)
-                _ = unlinkat(file.folder.rawValue, request.name, 0)
+                removeRequest(request)
             case (false, true, false):
-                _ = unlinkat(file.folder.rawValue, request.name, 0)
+                removeRequest(request)
                 throw CoordinationError.damagedPlaceholder(stub.path)
             case (_, false, false):
-                _ = unlinkat(file.folder.rawValue, request.name, 0)  // asked for a file that is not evicted
+                removeRequest(request)  // asked for a file that is not evicted
             }
         } catch let error as CoordinationError {
             refuse(file.path, error)
         } catch { counts.skipped += 1 }
     }
 
+    /// Who may have written what `settle` acts on (PROTOCOL.md, "Who may have written
+    /// what"). The stub is the item's owner's or this daemon's. The copy, beside the
+    /// item, is the item's owner's or this daemon's, and the item is the copy's owner's
+    /// or this daemon's (otherwise another user's file at the item's name would take
+    /// the evicted item into a versions folder they own); in place of the item, the
+    /// copy is the owner's the stub records (else the stub's owner's or this
+    /// daemon's); with neither the item nor a stub, it is as any file someone creates
+    /// at the item's name, which they may: only one link is needed.
+    private static func checkWriters(_ file: FileCoordinator.Location, named: stat?, stub: (stat, UInt32?)?, copy: stat?) throws {
+        let (stubPath, copyPath) = (file.sibling(.placeholder).path, file.sibling(.data).path)
+        if let (stubbed, _) = stub, let problem = Trust.problem(with: stubbed, item: named ?? copy) {
+            throw CoordinationError.untrusted(stubPath, problem: problem)
+        }
+        guard let copy else { return }
+        if let named {
+            if let problem = Trust.problem(with: copy, item: named) { throw CoordinationError.untrusted(copyPath, problem: problem) }
+            if named.st_uid != copy.st_uid && named.st_uid != geteuid() {
+                throw CoordinationError.untrusted(file.path, problem: "is owned by uid \(named.st_uid), but the evicted copy beside it by uid \(copy.st_uid): "
+                    + "another user's file at the item's name is not settled with it")
+            }
+        } else if let (stubbed, recorded) = stub {
+            // The copy is the item itself (its mode is the item's): its owner is what tells.
+            let owner = recorded ?? stubbed.st_uid
+            if copy.st_uid != owner && copy.st_uid != geteuid() {
+                throw CoordinationError.untrusted(copyPath, problem: "is owned by uid \(copy.st_uid), but the item its stub stands for is uid \(owner)'s: "
+                    + "another user may have put it there")
+            }
+            if let problem = Trust.problem(with: copy, item: copy) { throw CoordinationError.untrusted(copyPath, problem: problem) }
+        } else if let problem = Trust.problem(with: copy, item: copy) {
+            throw CoordinationError.untrusted(copyPath, problem: problem)
+        }
+    }
+
+    /// A download request is an empty file anyone may make: what else is at its name is left alone.
+    private func removeRequest(_ request: FileCoordinator.Location) {
+        guard let status = Self.status(request), status.isRegularFile, status.st_size == 0 else { return }
+        _ = unlinkat(request.folder.rawValue, request.name, 0)
+    }
+
     /// A temporary file of a party that died: removed only while no party can
     /// be using it (the item's write lock, which every writer of one holds,
     /// or the folder lock while the item is missing).
     private func removeLeftover(_ leftover: Leftover) {
+        let temporary = leftover.temporary
         do {
-            if let item = leftover.item, Self.exists(item) {
-                guard let locked = try coordinator.tryLock(item) else { return }
-                defer { withExtendedLifetime(locked) {} }
-                if unlinkat(leftover.temporary.folder.rawValue, leftover.temporary.name, 0) == 0 { counts.leftovers += 1 }
+            let present = leftover.items.filter { Self.exists($0) }
+            var locks: [OwnedDescriptor] = []
+            var held: FolderLock?
+            if present.isEmpty {
+                guard let folderLock = try FolderLock(temporary.folder, path: temporary.path, deadline: .now + Self.folderWait) else { return }
+                held = folderLock
+                if leftover.items.contains(where: { Self.exists($0) }) { return }
             } else {
-                guard let held = try FolderLock(leftover.temporary.folder, path: leftover.temporary.path, deadline: .now + Self.folderWait) else { return }
-                defer { withExtendedLifetime(held) {} }
-                if let item = leftover.item, Self.exists(item) { return }
-                if unlinkat(leftover.temporary.folder.rawValue, leftover.temporary.name, 0) == 0 { counts.leftovers += 1 }
+                // Every item whose temporary it may be (a hashed stem may be two items'), locked.
+                for item in present {
+                    guard let locked = try coordinator.tryLock(item) else { return }
+                    locks.append(locked)
+                }
             }
+            defer { withExtendedLifetime((locks, held)) {} }
+            // Only a file its item's owner (or this daemon) made is removed: another user's stays, reported.
+            let owner = present.first.flatMap(Self.status) ?? leftover.items.lazy.compactMap(Trust.itemStatus).first
+            if let status = Self.status(temporary), let problem = Trust.problem(with: status, item: owner) {
+                throw CoordinationError.untrusted(temporary.path, problem: problem)
+            }
+            if unlinkat(temporary.folder.rawValue, temporary.name, 0) == 0 { counts.leftovers += 1 }
+        } catch let error as CoordinationError {
+            refuse(temporary.path, error)
         } catch { counts.skipped += 1 }
     }
 
     private func refuse(_ path: FilePath, _ error: CoordinationError) {
         switch error {
-        case .otherProtocolVersion, .damagedPlaceholder, .notARegularFile, .link, .damagedJournal, .interfered:
+        case .otherProtocolVersion, .damagedPlaceholder, .notARegularFile, .link, .damagedJournal, .interfered, .untrusted, .unclaimedCopy:
             let message = error.description
             if reported.insert(message).inserted {
                 counts.refused += 1
@@ -375,9 +446,9 @@ public final class SyncSimulator {
         return fstatat(location.folder.rawValue, location.name, &status, AT_SYMLINK_NOFOLLOW) == 0
     }
 
-    private static func isRegular(_ location: FileCoordinator.Location) -> Bool {
+    private static func status(_ location: FileCoordinator.Location) -> stat? {
         var status = stat()
-        return fstatat(location.folder.rawValue, location.name, &status, AT_SYMLINK_NOFOLLOW) == 0 && (status.st_mode & S_IFMT) == S_IFREG
+        return fstatat(location.folder.rawValue, location.name, &status, AT_SYMLINK_NOFOLLOW) == 0 ? status : nil
     }
 
     private static func readAll(_ descriptor: FileDescriptor, path: FilePath) throws -> [UInt8] {
@@ -404,8 +475,10 @@ public final class SyncSimulator {
     }
 
     struct Leftover {
-        /// The item whose temporary it is, when known (a hashed stem with neither file nor stub says nothing).
-        var item: FileCoordinator.Location?
+        /// The items whose temporary it may be: the item of its stem, or for a
+        /// hashed stem every item there with that stem and the one its stub names
+        /// (none when nothing says).
+        var items: [FileCoordinator.Location]
         var temporary: FileCoordinator.Location
     }
 
@@ -417,6 +490,8 @@ public final class SyncSimulator {
         var unsettled: [FileCoordinator.Location] = []
         var requests: [FileCoordinator.Location] = []
         var leftovers: [Leftover] = []
+        /// What is left alone for a person to look at.
+        var refusals: [(FilePath, CoordinationError)] = []
     }
 
     private func scan(_ rootFolder: OwnedDescriptor) -> Scan {
@@ -453,33 +528,64 @@ public final class SyncSimulator {
                 }
             }
             closedir(stream)
-            // Which item each stem belongs to: a file present, the readable form, or the stub's own name.
-            var itemOfStem: [[UInt8]: [UInt8]] = [:]
-            for item in items { itemOfStem[ItemNames.stem(of: item)] = item }
+            // Which item each stem's siblings belong to. A readable stem `.NAME` is NAME's
+            // alone. A stem of the hashed form `.sr2-<32 hex>` is that of every long name
+            // with that hash and also the readable stem of the short name `sr2-<32 hex>`:
+            // only its stub's own name (checked to have this stem) says whose its
+            // placeholder and copy are, before any item present.
+            var present: [[UInt8]: [[UInt8]]] = [:]
+            for item in items { present[ItemNames.stem(of: item), default: []].append(item) }
             let location = { (item: [UInt8]) in Self.location(folder, item, path) }
-            // A stem of the hashed form may also be a short name's (`sr2-<32 hex>`): only a file or its stub says which.
-            func item(of stem: [UInt8]) -> [UInt8]? {
-                if let item = itemOfStem[stem] { return item }
-                if !ItemNames.isHashed(stem) { return ItemNames.readableItem(of: stem) }
-                guard siblings[.placeholder]?.contains(stem) == true else { return nil }
-                let stub = FileCoordinator.Location(folder: folder, name: ItemNames.terminated(stem + Array(ItemNames.Sibling.placeholder.rawValue.utf8)), path: path)
-                let fd = csb_open_regular(folder.rawValue, stub.name, O_RDONLY, 0)
-                guard fd >= 0, let bytes = try? FileVersion.readAll(OwnedDescriptor(taking: fd), path: path, limit: Placeholder.largestStub),
-                      let decoded = try? Placeholder.decode(bytes, path: path), ItemNames.stem(of: decoded.name.bytes) == stem else { return nil }
-                return decoded.name.bytes
+            let sibling = { (stem: [UInt8], kind: ItemNames.Sibling) in
+                Self.location(folder, stem + Array(kind.rawValue.utf8), path.pushing(FilePath(bytes: stem + Array(kind.rawValue.utf8))))
             }
-            let present = Set(items)
+            var stubNames: [[UInt8]: [UInt8]?] = [:]
+            func stubName(_ stem: [UInt8]) -> [UInt8]? {
+                if let known = stubNames[stem] { return known }
+                var named: [UInt8]?
+                if siblings[.placeholder]?.contains(stem) == true {
+                    let stub = sibling(stem, .placeholder)
+                    let fd = csb_open_regular(folder.rawValue, stub.name, O_RDONLY, 0)
+                    if fd >= 0, let bytes = try? FileVersion.readAll(OwnedDescriptor(taking: fd), path: stub.path, limit: Placeholder.largestStub),
+                       let decoded = try? Placeholder.decode(bytes, path: stub.path), ItemNames.stem(of: decoded.name.bytes) == stem {
+                        named = decoded.name.bytes
+                    }
+                }
+                stubNames[stem] = named
+                return named
+            }
+            func owners(of stem: [UInt8]) -> [[UInt8]] {
+                if ItemNames.isHashed(stem) { return stubName(stem).map { [$0] } ?? present[stem] ?? [] }
+                return present[stem] ?? ItemNames.readableItem(of: stem).map { [$0] } ?? []
+            }
             var placed: Set<[UInt8]> = []
             for stem in (siblings[.placeholder] ?? []) + (siblings[.data] ?? []) {
-                guard let name = item(of: stem), placed.insert(name).inserted else { continue }
-                if present.contains(name) { result.unsettled.append(location(name)) } else { result.evicted.append(location(name)) }
+                let candidates = owners(of: stem)
+                if ItemNames.isHashed(stem), stubName(stem) == nil {
+                    if siblings[.placeholder]?.contains(stem) != true {
+                        // A copy with no stub: which of the items this stem may be it is a copy of, nothing says.
+                        let copy = sibling(stem, .data)
+                        result.refusals.append((copy.path, .unclaimedCopy(copy.path)))
+                        continue
+                    }
+                    if candidates.isEmpty {
+                        let stub = sibling(stem, .placeholder)
+                        result.refusals.append((stub.path, .damagedPlaceholder(stub.path)))
+                        continue
+                    }
+                }
+                for name in candidates where placed.insert(name).inserted {
+                    if present[ItemNames.stem(of: name)]?.contains(name) == true { result.unsettled.append(location(name)) } else { result.evicted.append(location(name)) }
+                }
             }
             for stem in siblings[.download] ?? [] {
-                if let name = item(of: stem) { result.requests.append(location(name)) }
+                for name in owners(of: stem) { result.requests.append(location(name)) }
             }
             for (stem, bytes) in temporaries {
                 let temporary = FileCoordinator.Location(folder: folder, name: ItemNames.terminated(bytes), path: path.pushing(FilePath(bytes: bytes)))
-                result.leftovers.append(Leftover(item: item(of: stem).map(location), temporary: temporary))
+                var candidates = owners(of: stem)
+                for item in present[stem] ?? [] where !candidates.contains(item) { candidates.append(item) }
+                result.leftovers.append(Leftover(items: candidates.map(location), temporary: temporary))
             }
             result.files += items.map(location)
         }

@@ -17,7 +17,8 @@ enum CoordinationExit {
         case .notOneLine: notOneLine
         case .timedOut, .placeholder: tryLater
         case .system: ioError
-        case .notARegularFile, .link, .damagedJournal, .damagedPlaceholder, .otherProtocolVersion, .noSuchVersion, .unsafePath, .interfered: refused
+        case .notARegularFile, .link, .damagedJournal, .damagedPlaceholder, .otherProtocolVersion, .noSuchVersion, .unsafePath, .interfered,
+             .untrusted, .unclaimedCopy: refused
         }
     }
 
@@ -43,7 +44,9 @@ struct Append: ParsableCommand {
             not one line; 74 an I/O error (nothing written; or flushing failed, and the line is not \
             known to be on disk); 75 try later (locked longer than \
             --timeout, or FILE is only a placeholder); 125 FILE is not a regular file, is a link, \
-            has a damaged journal or one of another protocol version, or bad usage. \
+            has a damaged journal, one of another protocol version or one another user could have \
+            written, or bad usage. \
+            \(OptionGrammar.help) \
             Inside the sandbox the launcher's own binary is $SANDBOXED_RUN.
             """
     )
@@ -54,20 +57,23 @@ struct Append: ParsableCommand {
     @Argument(help: "The line to append, without a newline.")
     var text: String
 
-    @Option(help: "Seconds to wait for other parties (default 30).")
-    var timeout: Double = 30
+    @Option(parsing: .unconditional, help: ArgumentHelp("Seconds to wait for other parties (default 30).", valueName: "seconds"))
+    var timeout: String?
 
-    @Option(help: "When FILE is only a placeholder, ask the sync daemon for it and wait this many seconds (default: refuse at once).")
-    var download: Double?
+    @Option(parsing: .unconditional,
+            help: ArgumentHelp("When FILE is only a placeholder, ask the sync daemon for it and wait this many seconds (default: refuse at once).",
+                               valueName: "seconds"))
+    var download: String?
 
     func validate() throws {
-        _ = try Seconds.duration(timeout, option: "--timeout")
-        if let download { _ = try Seconds.duration(download, option: "--download") }
+        try OptionGrammar.once(["--timeout", "--download"])
+        _ = try Seconds.option(timeout, "--timeout")
+        _ = try Seconds.option(download, "--download")
     }
 
     func run() throws {
-        let coordinator = FileCoordinator(timeout: try Seconds.duration(timeout, option: "--timeout"))
-        let wait = try download.map { try Seconds.duration($0, option: "--download") }
+        let coordinator = FileCoordinator(timeout: try Seconds.option(timeout, "--timeout") ?? .seconds(30))
+        let wait = try Seconds.option(download, "--download")
         try CoordinationExit.run {
             let location = try UnconfinedPath.file(bytes: RawArguments.originalPath(of: file))
             let record = try RawArguments.original(of: text)
@@ -86,13 +92,46 @@ struct Append: ParsableCommand {
     }
 }
 
-/// Seconds given as options: finite, not negative, at most `largest`.
+/// The options of the coordination commands are each taken once, and their
+/// numbers are decimal. ArgumentParser keeps the last of a repeated option
+/// silently, reads `-1` as another option and takes what Swift's number
+/// parsers take (`0x10`, `1e3`, `inf`): so numbers are taken as the word
+/// after the option, whatever it looks like, and parsed here, and the words
+/// before `--` are counted; either is a usage error (125) naming the option.
+enum OptionGrammar {
+    static let help = "Each option may be given once. Numbers are decimal: digits, optionally a point and more digits (30, 0.25); " +
+        "no sign, exponent, hexadecimal, inf or nan."
+
+    /// Refuses any of `options` given more than once (as `--name VALUE` or
+    /// `--name=VALUE`) among the words before `--`: what follows is COMMAND's.
+    static func once(_ options: [String], in arguments: [String] = SandboxedRun.arguments) throws {
+        let words = arguments.dropFirst().prefix { $0 != "--" }
+        for option in options {
+            let count = words.filter { $0 == option || $0.hasPrefix(option + "=") }.count
+            guard count <= 1 else { throw ValidationError("\(option) was given \(count) times: give it once") }
+        }
+    }
+
+    /// A decimal number, `DIGITS[.DIGITS]`; a `-` before one is parsed too,
+    /// for the caller to refuse as out of range rather than as no number.
+    static func decimal(_ text: String) -> Double? {
+        let number = text.hasPrefix("-") ? text.utf8.dropFirst() : text.utf8[...]
+        let parts = number.split(separator: UInt8(ascii: "."), maxSplits: 1, omittingEmptySubsequences: false)
+        let isDigit = { (byte: UInt8) in (0x30...0x39).contains(byte) }
+        guard number.count <= 40, parts.allSatisfy({ !$0.isEmpty && $0.allSatisfy(isDigit) }) else { return nil }
+        return Double(text)
+    }
+}
+
+/// Seconds given as options: decimal, from 0 to `largest`.
 enum Seconds {
     static let largest = 1_000_000.0
 
-    static func duration(_ value: Double, option: String) throws -> Duration {
-        guard value.isFinite, value >= 0, value <= largest else {
-            throw ValidationError("\(option) \(value) is not a number of seconds from 0 to \(Int(largest)): give one in that range")
+    static func option(_ text: String?, _ option: String) throws -> Duration? {
+        guard let text else { return nil }
+        guard let value = OptionGrammar.decimal(text), value >= 0, value <= largest else {
+            throw ValidationError("\(option) \(Printable.message(text)) is not a number of seconds from 0 to \(Int(largest)) "
+                + "written as decimal digits with an optional fraction (30, 0.25): give one in that range")
         }
         return .nanoseconds(Int64((value * 1e9).rounded()))
     }
@@ -109,35 +148,37 @@ struct Coordinate: ParsableCommand {
             exits 0 (and is discarded otherwise). COMMAND finds the path to use in $COORDINATED_PATH: \
             it goes through a descriptor COMMAND inherits (/proc/self/fd/N), not through FILE's name, \
             which another process could swap for a link meanwhile. \
-            Exits with COMMAND's status, or as `append` does when coordination fails.
+            Exits with COMMAND's status, or as `append` does when coordination fails. \
+            \(OptionGrammar.help)
             """
     )
 
     enum Intent: String, ExpressibleByArgument, CaseIterable { case merging, replacing, deleting, moving }
 
-    @Option(help: "Coordinate reading FILE.")
+    @Option(help: ArgumentHelp("Coordinate reading FILE.", valueName: "file"))
     var read: String?
 
-    @Option(help: "Coordinate writing FILE.")
+    @Option(help: ArgumentHelp("Coordinate writing FILE.", valueName: "file"))
     var write: String?
 
-    @Option(help: "The writing intent.")
+    @Option(help: ArgumentHelp("The writing intent.", valueName: "intent"))
     var intent: Intent = .merging
 
-    @Option(help: "Seconds to wait for other parties (default 30).")
-    var timeout: Double = 30
+    @Option(parsing: .unconditional, help: ArgumentHelp("Seconds to wait for other parties (default 30).", valueName: "seconds"))
+    var timeout: String?
 
     @Argument(parsing: .postTerminator, help: "The command, after --.")
     var command: [String] = []
 
     func validate() throws {
+        try OptionGrammar.once(["--read", "--write", "--intent", "--timeout"])
         guard (read == nil) != (write == nil) else { throw ValidationError("give exactly one of --read FILE and --write FILE") }
         guard !command.isEmpty else { throw ValidationError("no command given: put it after --") }
-        _ = try Seconds.duration(timeout, option: "--timeout")
+        _ = try Seconds.option(timeout, "--timeout")
     }
 
     func run() throws {
-        let coordinator = FileCoordinator(timeout: try Seconds.duration(timeout, option: "--timeout"))
+        let coordinator = FileCoordinator(timeout: try Seconds.option(timeout, "--timeout") ?? .seconds(30))
         var status: Int32 = 0
         try CoordinationExit.run {
             if let read {
@@ -222,27 +263,28 @@ struct SyncSimulatorCommand: ParsableCommand {
             what goes wrong. Rates are per second; 0 turns a behaviour off. It runs until --seconds \
             pass or it gets SIGINT or SIGTERM, then brings every file it evicted back (unless \
             --leave-placeholders) and prints its counts. A writer inside a sandbox asks for an evicted file by creating \
-            .NAME.icloud.download beside its placeholder.
+            .NAME.icloud.download beside its placeholder. \
+            \(OptionGrammar.help)
             """
     )
 
     @Argument(help: "The folder to act on.")
     var folder: String
 
-    @Option(help: "Stop after this many seconds (default: until SIGINT or SIGTERM).")
-    var seconds: Double?
+    @Option(parsing: .unconditional, help: ArgumentHelp("Stop after this many seconds (default: until SIGINT or SIGTERM).", valueName: "seconds"))
+    var seconds: String?
 
-    @Option(help: "The random seed: the same seed makes the same run.")
-    var seed: UInt64 = 1
+    @Option(parsing: .unconditional, help: ArgumentHelp("The random seed, a whole number (default 1): the same seed makes the same run.", valueName: "seed"))
+    var seed: String?
 
-    @Option(help: "Remote edits (whole files rewritten) per second.")
-    var editRate: Double = 1
+    @Option(parsing: .unconditional, help: ArgumentHelp("Remote edits (whole files rewritten) per second (default 1).", valueName: "rate"))
+    var editRate: String?
 
-    @Option(help: "Evictions to placeholders, and materialisations, per second.")
-    var evictRate: Double = 0
+    @Option(parsing: .unconditional, help: ArgumentHelp("Evictions to placeholders, and materialisations, per second (default 0).", valueName: "rate"))
+    var evictRate: String?
 
-    @Option(help: "Concurrent changes that end in a conflict version, per second.")
-    var conflictRate: Double = 0
+    @Option(parsing: .unconditional, help: ArgumentHelp("Concurrent changes that end in a conflict version, per second (default 0).", valueName: "rate"))
+    var conflictRate: String?
 
     @Flag(help: "Ignore the coordination protocol (to show the failure).")
     var naive = false
@@ -250,19 +292,39 @@ struct SyncSimulatorCommand: ParsableCommand {
     @Flag(help: "At the end, leave evicted files as placeholders (default: bring them back).")
     var leavePlaceholders = false
 
-    func validate() throws {
-        for (name, rate) in [("--edit-rate", editRate), ("--evict-rate", evictRate), ("--conflict-rate", conflictRate)] where !(rate >= 0 && rate <= 1000) {
-            throw ValidationError("\(name) must be between 0 and 1000 per second")
+    /// A rate option: decimal, from 0 to 1000 per second.
+    static func rate(_ text: String?, _ option: String, default value: Double) throws -> Double {
+        guard let text else { return value }
+        guard let rate = OptionGrammar.decimal(text), rate >= 0, rate <= 1000 else {
+            throw ValidationError("\(option) \(Printable.message(text)) is not a rate from 0 to 1000 per second written as decimal digits "
+                + "with an optional fraction (2, 0.5): give one in that range")
         }
-        if let seconds { _ = try Seconds.duration(seconds, option: "--seconds") }
+        return rate
+    }
+
+    static func seed(_ text: String?) throws -> UInt64 {
+        guard let text else { return 1 }
+        guard text.utf8.allSatisfy({ (0x30...0x39).contains($0) }), let seed = UInt64(text) else {
+            throw ValidationError("--seed \(Printable.message(text)) is not a whole number from 0 to \(UInt64.max) written in decimal digits")
+        }
+        return seed
+    }
+
+    func validate() throws {
+        try OptionGrammar.once(["--seconds", "--seed", "--edit-rate", "--evict-rate", "--conflict-rate"])
+        _ = try Self.rate(editRate, "--edit-rate", default: 1)
+        _ = try Self.rate(evictRate, "--evict-rate", default: 0)
+        _ = try Self.rate(conflictRate, "--conflict-rate", default: 0)
+        _ = try Self.seed(seed)
+        _ = try Seconds.option(seconds, "--seconds")
     }
 
     func run() throws {
         var options = SyncSimulator.Options()
-        options.seed = seed
-        options.editRate = editRate
-        options.evictRate = evictRate
-        options.conflictRate = conflictRate
+        options.seed = try Self.seed(seed)
+        options.editRate = try Self.rate(editRate, "--edit-rate", default: 1)
+        options.evictRate = try Self.rate(evictRate, "--evict-rate", default: 0)
+        options.conflictRate = try Self.rate(conflictRate, "--conflict-rate", default: 0)
         options.naive = naive
         options.restoreOnStop = !leavePlaceholders
         options.report = { Console.warning($0) }
@@ -272,7 +334,7 @@ struct SyncSimulatorCommand: ParsableCommand {
         sigaddset(&stopping, SIGINT)
         sigaddset(&stopping, SIGTERM)
         pthread_sigmask(SIG_BLOCK, &stopping, nil)
-        let deadline = try seconds.map { ContinuousClock.now + (try Seconds.duration($0, option: "--seconds")) }
+        let deadline = try Seconds.option(seconds, "--seconds").map { ContinuousClock.now + $0 }
         var counts = SyncSimulator.Counts()
         try CoordinationExit.run {
             let path = try RawArguments.originalPath(of: folder)
@@ -297,7 +359,10 @@ struct Versions: ParsableCommand {
         discussion: """
             list FILE: one line per version (identifier, time, side). show FILE ID: its contents. \
             resolve FILE [--keep current|newest|ID]: keep one (default newest: last writer wins by \
-            modification time), remove the others.
+            modification time), remove the others. Versions of FILE are kept in \
+            .sandboxed-run-versions/FILE beside it; one of those folders that another user made \
+            (or that others may write, or that has a default ACL) is refused (exit 125), and a file \
+            in it that someone who may not write FILE made is not listed. Each option may be given once.
             """
     )
 
@@ -312,8 +377,12 @@ struct Versions: ParsableCommand {
     @Argument(help: "The version's identifier (for show).")
     var identifier: String?
 
-    @Option(help: "What resolve keeps: current, newest, or a version's identifier.")
+    @Option(help: ArgumentHelp("What resolve keeps: current, newest, or a version's identifier.", valueName: "choice"))
     var keep: String = "newest"
+
+    func validate() throws {
+        try OptionGrammar.once(["--keep"])
+    }
 
     func run() throws {
         try CoordinationExit.run {

@@ -1,4 +1,5 @@
 import Foundation
+@_spi(Fuzzing) import PolicyOracle
 import Testing
 @_spi(Fuzzing) @testable import Sandbox
 import Policies
@@ -9,56 +10,8 @@ import Policies
 /// Apple's tools and grant more here, so the reader refuses every construct
 /// the two read differently, and what it accepts Foundation reads alike.
 @Suite struct PolicyReaderAgreementTests {
-    /// Foundation's reading of a value, compared as Fuzz/PolicyFuzzer does.
-    enum AppleValue: Decodable, Equatable {
-        case bool(Bool)
-        case integer(Int)
-        case string(String)
-        case array([AppleValue])
-        case dictionary([String: AppleValue])
-        case other
-
-        init(from decoder: any Decoder) throws {
-            if let single = try? decoder.singleValueContainer() {
-                if let text = try? single.decode(String.self) {
-                    self = .string(text)
-                    return
-                }
-                if let flag = try? single.decode(Bool.self) {
-                    self = .bool(flag)
-                    return
-                }
-                if let number = try? single.decode(Int.self) {
-                    self = .integer(number)
-                    return
-                }
-            }
-            if var list = try? decoder.unkeyedContainer() {
-                var items: [AppleValue] = []
-                while !list.isAtEnd { items.append(try list.decode(AppleValue.self)) }
-                self = .array(items)
-            } else if let dict = try? decoder.singleValueContainer().decode([String: AppleValue].self) {
-                self = .dictionary(dict)
-            } else {
-                self = .other
-            }
-        }
-
-        init(_ value: PolicyValue) {
-            switch value {
-            case .bool(let flag): self = .bool(flag)
-            case .integer(let number): self = .integer(number)
-            case .string(let text): self = .string(text)
-            case .array(let items): self = .array(items.map(AppleValue.init))
-            case .dictionary(let entries): self = .dictionary(entries.mapValues(AppleValue.init))
-            case .other: self = .other
-            }
-        }
-
-        static func read(_ bytes: [UInt8]) -> [String: AppleValue]? {
-            try? PropertyListDecoder().decode([String: AppleValue].self, from: Data(bytes))
-        }
-    }
+    /// Foundation's reading of a value (the oracle Fuzz/PolicyFuzzer uses too).
+    typealias AppleValue = FoundationValue
 
     static let header = #"<?xml version="1.0" encoding="UTF-8"?>"# + "\n"
     static let network = "<key>com.apple.security.network.client</key><true/>"
@@ -88,7 +41,7 @@ import Policies
         let decoy = "<plist><dict><key>com.apple.security.app-sandbox</key><true/></dict></plist>"
         let real = "<plist><dict><key>com.apple.security.app-sandbox</key><true/>" + Self.network + "</dict></plist>"
         let file = Array((Self.header + #"<!DOCTYPE plist SYSTEM ">"# + decoy + "\">\n" + real + "\n").utf8)
-        #expect(AppleValue.read(file) == ["com.apple.security.app-sandbox": .bool(true)])
+        #expect(AppleValue.readPropertyList(file) == ["com.apple.security.app-sandbox": .bool(true)])
         let scratch = Scratch()
         let expat = try Converted.python(
             "import plistlib, sys; sys.stdout.write(str(sorted(plistlib.load(open(sys.argv[1], 'rb')))))", try Self.write(file, in: scratch))
@@ -100,10 +53,10 @@ import Policies
     /// after `<!--`, so the key between is a comment to it.
     @Test func aShortCommentCannotHideAKeyFromApple() {
         let file = Array((Self.header + "<plist><dict><!-->" + Self.network + "<!-- --></dict></plist>").utf8)
-        #expect(AppleValue.read(file) == [:])
+        #expect(AppleValue.readPropertyList(file) == [:])
         #expect(Self.refusal(file).contains("'--' inside a comment"))
         let dashes = Array((Self.header + "<plist><dict><!--->" + Self.network + "<!-- --></dict></plist>").utf8)
-        #expect(AppleValue.read(dashes) == [:])
+        #expect(AppleValue.readPropertyList(dashes) == [:])
         #expect(Self.refusal(dashes).contains("'--' inside a comment"))
     }
 
@@ -112,7 +65,7 @@ import Policies
     @Test func anAttributeCannotChangeWhatApplesReaderSees() {
         let file = Array((Self.header + "<plist><dict><key>org.sandboxed-run.system-paths.read-write</key>"
             + #"<array><string note="a>b">/home</string></array></dict></plist>"#).utf8)
-        #expect(AppleValue.read(file) == ["org.sandboxed-run.system-paths.read-write": .array([.string("b\">/home")])])
+        #expect(AppleValue.readPropertyList(file) == ["org.sandboxed-run.system-paths.read-write": .array([.string("b\">/home")])])
         #expect(Self.refusal(file).contains("<string> has attributes"))
     }
 
@@ -196,22 +149,22 @@ import Policies
     @Test func binaryFormsApplesReadersDisagreeOnAreRefused() {
         let key: [UInt8] = [0x51, UInt8(ascii: "a")]
         let minusOne = BinaryPlist.make([[0xD1, 1, 2], key, [0x14] + [UInt8](repeating: 0xFF, count: 16)])
-        #expect(AppleValue.read(minusOne) == ["a": .other])  // 2^64 - 1 to Foundation, -1 to CoreFoundation
+        #expect(AppleValue.readPropertyList(minusOne) == ["a": .other])  // 2^64 - 1 to Foundation, -1 to CoreFoundation
         #expect(Self.refusal(minusOne).contains("a 16-byte integer out of range"))
         let null = BinaryPlist.make([[0xD1, 1, 2], key, [0x55] + Array("$null".utf8)])
-        #expect(AppleValue.read(null) == ["a": .other])
+        #expect(AppleValue.readPropertyList(null) == ["a": .other])
         #expect(Self.refusal(null).contains("the string '$null'"))
         let utf16 = BinaryPlist.make([[0xD1, 1, 2], key, [0x65] + Array("$null".utf16).flatMap { [UInt8($0 >> 8), UInt8($0 & 0xFF)] }])
         #expect(Self.refusal(utf16).contains("the string '$null'"))
         var gap = BinaryPlist.make([[0xD1, 1, 2], key, [0x09]])
         gap.insert(0, at: gap.count - 32)
-        #expect(AppleValue.read(gap) == nil)
+        #expect(AppleValue.readPropertyList(gap) == nil)
         #expect(Self.refusal(gap).contains("does not end where the trailer starts"))
         // 300 objects with 1-byte references: Foundation refuses the trailer.
         var objects: [[UInt8]] = [[0xD1, 1, 2], key, [0x09]]
         objects += Array(repeating: [0x08], count: 297)
         let narrow = BinaryPlist.make(objects)
-        #expect(AppleValue.read(narrow) == nil)
+        #expect(AppleValue.readPropertyList(narrow) == nil)
         #expect(Self.refusal(narrow).contains("references of 1 bytes cannot name 300 objects"))
     }
 
@@ -243,13 +196,7 @@ import Policies
             """.utf8)))
         for (name, bytes) in files {
             let ours = try PropertyListReader.read(bytes, source: name)
-            #expect(AppleValue.read(bytes) == AppleValue(.dictionary(ours)).dictionaryValue, "\(name)")
+            #expect(AppleValue.readPropertyList(bytes) == AppleValue(.dictionary(ours)).dictionaryValue, "\(name)")
         }
-    }
-}
-
-extension PolicyReaderAgreementTests.AppleValue {
-    var dictionaryValue: [String: Self]? {
-        if case .dictionary(let entries) = self { entries } else { nil }
     }
 }

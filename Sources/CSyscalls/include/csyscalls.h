@@ -242,6 +242,14 @@ int csb_rename_noreplace(int olddirfd, const char *oldname, int newdirfd, const 
 /// O_NONBLOCK cleared): ELOOP for a link, EINVAL for anything but a regular file.
 int csb_open_regular(int dirfd, const char *name, int flags, unsigned int mode);
 
+/// `fgetxattr(2)`, `fsetxattr(2)` (flags 0) and `fremovexattr(2)` on a
+/// descriptor that is not O_PATH (Glibc's Swift module hides them): what
+/// copying a POSIX ACL (`system.posix_acl_access`) from one open file to
+/// another needs, with no /proc.
+ssize_t csb_fgetxattr(int fd, const char *name, void *_Nullable value, size_t size);
+int csb_fsetxattr(int fd, const char *name, const void *value, size_t size);
+int csb_fremovexattr(int fd, const char *name);
+
 // MARK: Arguments
 
 /// The process's argc/argv as the ELF loader passed them, saved by a
