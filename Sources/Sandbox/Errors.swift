@@ -50,6 +50,9 @@ public enum SandboxError: Error, Equatable, CustomStringConvertible, Sendable {
             if errno == .permissionDenied {
                 "cannot execute \(command): permission denied. The policy lets the sandbox execute only "
                     + "programs under its read-execute system paths; install the tool there or add its folder to the policy."
+            } else if errno == .noSuchFileOrDirectory {
+                "cannot execute \(command): it is not in the sandbox's private view, which holds only the container, the grants and "
+                    + "the policy's system paths; install the tool in a read-execute system path of the policy, or add its folder to the policy."
             } else {
                 "cannot execute \(command): \(errno.description)"
             }

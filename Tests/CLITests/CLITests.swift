@@ -201,9 +201,15 @@ enum CLI {
         let home = CLI.Home()
         let tool = home.path + "/tool"
         try FileManager.default.copyItem(atPath: "/bin/true", toPath: tool)
-        let result = try CLI.run(["run", "--app", "com.example.cli", "--", tool], home: home)
+        let result = try CLI.run(["run", "--app", "com.example.cli", "--view", "host", "--", tool], home: home)
         #expect(result.status == 126)
         #expect(result.stderr.hasPrefix("sandboxed-run: cannot execute \(tool): permission denied."))
+        // In the private view the tool is not there at all: the same status, and why.
+        let hidden = try CLI.run(["run", "--app", "com.example.cli", "--", tool], home: home)
+        #expect(hidden.status == 126)
+        #expect(hidden.stderr.hasPrefix("sandboxed-run: cannot execute \(tool): it is not in the sandbox's private view"), "\(hidden.stderr)")
+        // A name the host lacks too stays "not found".
+        #expect(try CLI.run(["run", "--app", "com.example.cli", "--", home.path + "/absent"], home: home).status == 127)
     }
 
     @Test(arguments: [

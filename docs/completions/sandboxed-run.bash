@@ -188,7 +188,7 @@ _sandboxed-run_run() {
     repeating_flags=()
     non_repeating_flags=(--best-effort --report --explain --supervise-metadata --version -h --help)
     repeating_options=(--keep-fd --setenv --keep-env --grant)
-    non_repeating_options=(--app --policy --on-stale --on-missing --chdir --denials --denials-limit)
+    non_repeating_options=(--app --policy --on-stale --on-missing --chdir --denials --denials-limit --view)
     __sandboxed-run_offer_flags_options -1
 
     # Offer option value completions
@@ -226,6 +226,10 @@ _sandboxed-run_run() {
         return
         ;;
     '--denials-limit')
+        return
+        ;;
+    '--view')
+        __sandboxed-run_add_completions -W 'private'$'\n''host'
         return
         ;;
     esac

@@ -23,7 +23,7 @@ function __sandboxed-run_parse_tokens -S
         __sandboxed-run_parse_subcommand 0 'version' 'h/help'
         switch $unparsed_tokens[1]
         case 'run'
-            __sandboxed-run_parse_subcommand -r 1 'app=' 'policy=' 'best-effort' 'report' 'keep-fd=+' 'setenv=+' 'keep-env=+' 'grant=+' 'on-stale=' 'on-missing=' 'chdir=' 'explain' 'denials=' 'denials-limit=' 'supervise-metadata' 'version' 'h/help'
+            __sandboxed-run_parse_subcommand -r 1 'app=' 'policy=' 'best-effort' 'report' 'keep-fd=+' 'setenv=+' 'keep-env=+' 'grant=+' 'on-stale=' 'on-missing=' 'chdir=' 'explain' 'denials=' 'denials-limit=' 'supervise-metadata' 'view=' 'version' 'h/help'
         case 'pick'
             __sandboxed-run_parse_subcommand 0 'app=' 'read-only' 'o/output=' 'select=' 'version' 'h/help'
         case 'resolve'
@@ -139,6 +139,7 @@ complete -c 'sandboxed-run' -n '__sandboxed-run_should_offer_completions_for_fla
 complete -c 'sandboxed-run' -n '__sandboxed-run_should_offer_completions_for_flags_or_options "sandboxed-run run" denials' -l 'denials' -d 'Append each refused operation to FILE as JSON lines (outside every grant and the container).' -rfka ''
 complete -c 'sandboxed-run' -n '__sandboxed-run_should_offer_completions_for_flags_or_options "sandboxed-run run" denials-limit' -l 'denials-limit' -d 'With --denials: the most the log may hold, in bytes, or with K, M or G (KiB, MiB, GiB); beyond, one record says it was cut and the command runs on. Default: 16M.' -rfka ''
 complete -c 'sandboxed-run' -n '__sandboxed-run_should_offer_completions_for_flags_or_options "sandboxed-run run" supervise-metadata' -l 'supervise-metadata' -d 'Have the supervisor decide every chmod, chown, utimes and xattr write (EPERM outside the writable folders) instead of read-only mounts (EROFS, at native speed). --explain implies it.'
+complete -c 'sandboxed-run' -n '__sandboxed-run_should_offer_completions_for_flags_or_options "sandboxed-run run" view' -l 'view' -d 'private (default): a root holding only the container, the grants and the policy\'s system paths, and a network namespace of its own without a network entitlement; host: the host\'s tree, read-only where the rules allow, every other path visible to stat.' -rfka 'private host'
 complete -c 'sandboxed-run' -n '__sandboxed-run_should_offer_completions_for_flags_or_options "sandboxed-run run" version' -l 'version' -d 'Show the version.'
 complete -c 'sandboxed-run' -n '__sandboxed-run_should_offer_completions_for_flags_or_options "sandboxed-run run" h help' -s 'h' -l 'help' -d 'Show help information.'
 complete -c 'sandboxed-run' -n '__sandboxed-run_should_offer_completions_for_flags_or_options "sandboxed-run pick" app' -l 'app' -d 'The app\'s identifier, such as com.example.memo: it names the app\'s container and grants.' -rfka ''

@@ -298,7 +298,7 @@ extension ConfinementPlan {
                 } else if namespaceStep {
                     return .namespacesRefused
                 }
-                throw Self.failure(stage: stage, errno: error, command: arguments[0])
+                throw Self.failure(stage: stage, errno: error, command: arguments[0], inView: namespaces.contains(.view))
             case .exited, .ended:
                 keeper.abandon()
                 throw .setup(step: "starting the command (the keeper ended first)", errno: .noSuchProcess)
@@ -309,8 +309,14 @@ extension ConfinementPlan {
     /// The private /dev/shm's limit, as Docker's default.
     static let sharedMemorySize: UInt64 = 64 << 20
 
-    static func failure(stage: CInt, errno: Errno, command: String) -> SandboxError {
+    static func failure(stage: CInt, errno: Errno, command: String, inView: Bool = false) -> SandboxError {
         if stage == CSB_STAGE_EXEC.rawValue {
+            // A program the user named by path, there on the host but not in
+            // the view: found, and not executable in the sandbox (126), as in
+            // the host view, where Landlock refuses it.
+            if errno == .noSuchFileOrDirectory, inView, command.contains("/"), access(command, F_OK) == 0 {
+                return .cannotExecute(command: command, errno: .noSuchFileOrDirectory)
+            }
             return errno == .noSuchFileOrDirectory ? .notFound(command: command) : .cannotExecute(command: command, errno: errno)
         }
         return .setup(step: csb_stage_name(stage).map { String(cString: $0) } ?? "child stage \(stage)", errno: errno)

@@ -219,20 +219,21 @@ final class DenialObserver {
     /// outside the view, as the command's own walk could tell.
     private func outsideView(_ start: CommandPaths.Start, caller: pid_t) throws(Errno) -> Bool {
         guard case .path(let base, let raw, _) = start else { return false }
-        var bytes = Array(raw.prefix { $0 != 0 })
-        for _ in 0..<256 {
-            while bytes.count > 1, bytes.last == CChar(UInt8(ascii: "/")) { bytes.removeLast() }
-            let folder: [CChar]
-            if let cut = bytes.lastIndex(of: CChar(UInt8(ascii: "/"))) {
-                folder = cut == 0 ? [CChar(UInt8(ascii: "/"))] : Array(bytes[..<cut])
-            } else {
-                folder = [CChar(UInt8(ascii: "."))]
-            }
+        let slash = CChar(UInt8(ascii: "/")), dot = CChar(UInt8(ascii: "."))
+        let bytes = Array(raw.prefix { $0 != 0 })
+        // "." and empty names are nothing to the kernel's walk: dropped, so
+        // a hostile spelling of many "./" costs one resolve a real folder.
+        var names = bytes.split(separator: slash, omittingEmptySubsequences: true).filter { !($0.count == 1 && $0.first == dot) }
+        let absolute = bytes.first == slash
+        guard names.count <= 64 else { return false }
+        while !names.isEmpty {
+            names.removeLast()
+            var folder = Array(names.joined(separator: [slash]))
+            if absolute { folder.insert(slash, at: 0) }
+            if folder.isEmpty { folder = [dot] }
             if let found = try? paths.resolve(.path(base: base, folder + [0], follow: true), caller: caller) {
                 return viewDevices.contains(UInt64(found.status.st_dev))
             }
-            guard folder != bytes, folder != [CChar(UInt8(ascii: "."))] else { return false }
-            bytes = folder
         }
         return false
     }
@@ -534,7 +535,8 @@ final class DenialObserver {
         }
         let text = String(decoding: path, as: UTF8.self)
         let systemFolders = ["/etc", "/usr", "/lib", "/lib32", "/lib64", "/bin", "/sbin", "/opt", "/var", "/srv", "/proc", "/sys", "/dev", "/run", "/boot", "/snap"]
-        if systemFolders.contains(where: { text == $0 || text.hasPrefix($0 + "/") }) {
+        // /var/tmp is the users' as much as /tmp is: a path there is theirs.
+        if !(text == "/var/tmp" || text.hasPrefix("/var/tmp/")), systemFolders.contains(where: { text == $0 || text.hasPrefix($0 + "/") }) {
             return "not in policy \(policyName) (\(key))"
         }
         return "outside every grant: a hardcoded path? The container is $HOME (\(Printable.path(containerRoot))); grant its folder to the app"
