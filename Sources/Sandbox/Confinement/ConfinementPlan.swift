@@ -219,6 +219,9 @@ public final class ConfinementPlan: @unchecked Sendable {
     static func options(_ options: SyscallFilter.Options, view: FileSystemView, descriptorsHoldNoFolder: Bool) -> SyscallFilter.Options {
         var options = options
         options.nativeAttributeReads = view == .private && descriptorsHoldNoFolder
+        // The view's own network namespace: no abstract name of the host's
+        // is there, and the supervisor takes every connect.
+        options.unixSockets = view == .private && !options.networkClient && !options.networkServer
         return options
     }
 

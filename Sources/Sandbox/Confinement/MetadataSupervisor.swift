@@ -45,7 +45,80 @@ final class MetadataSupervisor {
             pinned.append(found.target)
             writable.insert(found.status.inodeIdentity)
             readable.insert(found.status.inodeIdentity)
+            ownDevices.insert(UInt64(found.status.st_dev))
         }
+    }
+
+    /// The devices of the sandbox's own writable mounts (its /tmp and
+    /// /dev/shm, tmpfs no host process has a path to): the only places a
+    /// pathname socket is connected to.
+    private var ownDevices: Set<UInt64> = []
+
+    /// `connect(fd, address, length)` from a command that may make AF_UNIX
+    /// sockets (the private view's network namespace): performed here on a
+    /// copy of its socket, never continued. An abstract name is looked up in
+    /// the socket's network namespace, the sandbox's own; a pathname only
+    /// where it resolves, as the command's own call would, to a socket on
+    /// one of the sandbox's own mounts, and then through that very inode, so
+    /// a name changed after the check reaches nothing else. A host process
+    /// may listen in a grant or the container, which Landlock does not
+    /// mediate before ABI 9: those are refused (EACCES).
+    private func connect(_ request: csb_seccomp_notif, listener: CInt) throws(Errno) -> Int64 {
+        let caller = pid_t(truncatingIfNeeded: request.pid)
+        let args = Arguments(request.data.args)
+        let fd = Int32(truncatingIfNeeded: args[0])
+        let length = args[2]
+        let addressSize = UInt64(MemoryLayout<sockaddr_un>.size)
+        guard length >= 2, length <= addressSize else { throw .invalidArgument }
+        let (address, socket) = try powers.withOurs { () throws(Errno) -> ([UInt8], OwnedDescriptor) in
+            let address = try ChildMemory(pid: caller).bytes(at: args[1], count: Int(length))
+            let copy = csb_copy_fd_of_thread(caller, fd)
+            guard copy >= 0 else { throw Errno(rawValue: errno) == .noSuchFileOrDirectory ? .noSuchProcess : .badFileDescriptor }
+            return (address, OwnedDescriptor(taking: copy))
+        }
+        guard csb_seccomp_notify_id_valid(listener, request.id) == 0 else { throw .noSuchProcess }
+        var status = try socket.status()
+        guard status.st_mode & S_IFMT == S_IFSOCK else { throw .notSocket }
+        var domain: CInt = 0
+        var domainLength = socklen_t(MemoryLayout<CInt>.size)
+        guard getsockopt(socket.rawValue, SOL_SOCKET, SO_DOMAIN, &domain, &domainLength) == 0 else { throw Errno(rawValue: errno) }
+        guard domain == AF_UNIX else { throw .permissionDenied }
+        let family = UInt16(address[0]) | UInt16(address[1]) << 8
+        let path = address.dropFirst(2)
+        var target: [UInt8]
+        if family != UInt16(AF_UNIX) || path.isEmpty || path.first == 0 {
+            // Not a pathname: the kernel's own answer, in the socket's namespace.
+            target = address
+        } else {
+            let name = Array(path.prefix { $0 != 0 })
+            let found = try powers.asChild { () throws(Errno) -> OwnedDescriptor in
+                let start = try paths.start(path: name.map { CChar(bitPattern: $0) } + [0], directory: nil, emptyPath: false, follow: true, caller: caller)
+                return try paths.resolve(start, caller: caller).target
+            }
+            status = try found.status()
+            guard status.st_mode & S_IFMT == S_IFSOCK else { throw .connectionRefused }
+            guard ownDevices.contains(UInt64(status.st_dev)) else {
+                reporter?.record(Denial(
+                    operation: .network, layer: .supervisor, syscall: "connect", path: name,
+                    reason: "a unix socket outside the sandbox's own /tmp and /dev/shm, where a host process could be listening", errno: EACCES))
+                throw .permissionDenied
+            }
+            // The checked inode, named through our own descriptor table.
+            target = withUnsafeBytes(of: UInt16(AF_UNIX)) { Array($0) } + Array("/proc/self/fd/\(found.rawValue)".utf8) + [0]
+            return try connecting(socket, to: target, keeping: found)
+        }
+        return try connecting(socket, to: target, keeping: nil)
+    }
+
+    private func connecting(_ socket: OwnedDescriptor, to address: [UInt8], keeping: OwnedDescriptor?) throws(Errno) -> Int64 {
+        let result = try powers.asChild { () throws(Errno) -> Int32 in
+            address.withUnsafeBytes { bytes in
+                Glibc.connect(socket.rawValue, bytes.baseAddress!.assumingMemoryBound(to: sockaddr.self), socklen_t(bytes.count))
+            }
+        }
+        withExtendedLifetime(keeping) {}
+        guard result == 0 else { throw Errno(rawValue: errno) }
+        return 0
     }
 
     enum Operation {
@@ -107,6 +180,8 @@ final class MetadataSupervisor {
         return table
     }()
 
+    static let connectNumber = SyscallFilter.number("connect") ?? -1
+
     /// Counts (and, under `--explain`, reports) the supervisor's refusals.
     var reporter: DenialReporter?
     /// Under `--explain`: answers the notifications that only observe.
@@ -123,6 +198,17 @@ final class MetadataSupervisor {
         }
         var request = csb_seccomp_notif()
         guard csb_seccomp_notify_receive(listener, &request) == 0 else { return }  // ENOENT: the caller died
+        if request.data.nr == Self.connectNumber {
+            var response = csb_seccomp_notif_resp()
+            response.id = request.id
+            do {
+                response.val = try connect(request, listener: listener)
+            } catch {
+                response.error = -error.rawValue
+            }
+            _ = csb_seccomp_notify_respond(listener, &response)
+            return
+        }
         if Self.shapes[request.data.nr] == nil, let observer {
             var response = observer.observe(request, listener: listener, powers: powers)
             _ = csb_seccomp_notify_respond(listener, &response)
