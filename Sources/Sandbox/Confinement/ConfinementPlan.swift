@@ -277,7 +277,8 @@ public final class ConfinementPlan: @unchecked Sendable {
         }
     }
 
-    /// `refer`: whether the writable folders allow REFER (see `ReparentingLayers`).
+    /// `refer`: whether the writable folders allow REFER (see `ReparentingLayers`);
+    /// none where the layers cannot keep folders apart.
     private static func ruleset(abi: Int, policy: Policy, folders: [PathRule], refer: Bool) throws(SandboxError) -> LandlockRuleset {
         var network: Landlock.NetworkAccess = []
         if abi >= 4 {
@@ -288,7 +289,7 @@ public final class ConfinementPlan: @unchecked Sendable {
         do {
             let ruleset = try LandlockRuleset(files: .handled(byABI: abi), network: network, scope: scope)
             for folder in folders {
-                try ruleset.allow(access(folder.access), beneath: folder.descriptor)
+                try ruleset.allow(policy.landlockAccess(for: folder).subtracting(refer ? [] : .refer), beneath: folder.descriptor)
             }
             if network.contains(.connectTCP) {
                 for port in policy.tcpConnectPorts ?? [] { try ruleset.allow(.connectTCP, port: port) }
@@ -299,17 +300,6 @@ public final class ConfinementPlan: @unchecked Sendable {
             return ruleset
         } catch {
             throw .setup(step: "building the Landlock ruleset", errno: error)
-        }
-
-        func access(_ access: Policy.PathAccess) -> Landlock.FileAccess {
-            switch access {
-            case .readExecute: .readExecute
-            case .readOnly: .readOnly
-            // No links planted where they outlive the grant, unless the policy
-            // says so; no reparenting where the layers cannot keep folders apart.
-            case .readWrite:
-                Landlock.FileAccess.readWrite.subtracting(policy.symbolicLinks ? [] : .makeSym).subtracting(refer ? [] : .refer)
-            }
         }
     }
 
