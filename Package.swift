@@ -33,6 +33,7 @@ let package = Package(
                 .embedInCode("writer.plist"),
                 .embedInCode("read-only.plist"),
                 .embedInCode("networked.plist"),
+                .embedInCode("developer.plist"),
             ]
         ),
         // The floor: descriptors, paths as bytes, retrying, escaping, one

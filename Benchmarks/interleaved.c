@@ -7,7 +7,8 @@
 // row instead, and on the 2-core VM the same binary measured first or
 // second moved by 3 to 12%.
 //   interleaved ROUNDS WARMUP 'command args...' ...
-// A command is split at spaces (no quoting). stdio go to /dev/null. Prints,
+// A command is split at spaces; a word in single quotes keeps its spaces
+// ('sh -c 'find . | sha256sum'': three words), no other quoting. stdio go to /dev/null. Prints,
 // per command: median, 25th and 75th percentile in ms, then the command.
 // A command that fails once fails the whole run (exit 1).
 #define _GNU_SOURCE
@@ -76,9 +77,14 @@ int main(int argc, char **argv) {
     static char *args[MAX_COMMANDS][MAX_ARGS + 1];
     for (int c = 0; c < count; c++) {
         int n = 0;
-        for (char *word = strtok(argv[3 + c], " "); word != NULL; word = strtok(NULL, " ")) {
+        for (char *p = argv[3 + c]; *p != '\0';) {
+            if (*p == ' ') { p++; continue; }
             if (n == MAX_ARGS) { fprintf(stderr, "interleaved: too many arguments\n"); return 2; }
-            args[c][n++] = word;
+            char quote = *p == '\'' ? *p++ : ' ';
+            args[c][n++] = p;
+            while (*p != '\0' && *p != quote) p++;
+            if (quote != ' ' && *p != quote) { fprintf(stderr, "interleaved: unmatched quote in command %d\n", c + 1); return 2; }
+            if (*p != '\0') *p++ = '\0';
         }
         if (n == 0) { fprintf(stderr, "interleaved: empty command\n"); return 2; }
         args[c][n] = NULL;

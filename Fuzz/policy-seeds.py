@@ -29,7 +29,7 @@ def ascii_string(text):
 
 
 def small(out):
-    for name in ("writer", "read-only", "networked"):
+    for name in ("writer", "read-only", "networked", "developer"):
         raw = open(os.path.join(policies, name + ".plist"), "rb").read()
         value = plistlib.loads(raw)
         open(os.path.join(out, name + ".plist"), "wb").write(raw)

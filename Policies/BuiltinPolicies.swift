@@ -6,6 +6,7 @@ public enum BuiltinPolicies {
         ("writer", PackageResources.writer_plist),
         ("read-only", PackageResources.read_only_plist),
         ("networked", PackageResources.networked_plist),
+        ("developer", PackageResources.developer_plist),
     ]
 
     /// The policy `run` uses when `--policy` is absent.

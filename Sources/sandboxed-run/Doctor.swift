@@ -16,7 +16,7 @@ struct Doctor: ParsableCommand {
         print("seccomp filter: \(features.seccompFilter ? "yes" : "no")")
         print("seccomp user notification: \(features.seccompUserNotification ? "yes" : "no")")
         print("launcher capabilities: \(Doctor.capabilities)")
-        let names = policy.map { [$0] } ?? ["writer", "read-only", "networked"]
+        let names = policy.map { [$0] } ?? Policy.builtinNames
         var allEnforced = true
         for name in names {
             let loaded = try PolicyChoice.load(name, session: try SandboxSession.cli())

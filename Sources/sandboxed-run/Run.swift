@@ -17,7 +17,7 @@ struct Run: ParsableCommand {
 
     @OptionGroup var app: AppOptions
 
-    @Option(help: "A built-in policy (writer, read-only, networked) or a policy file (.plist, .entitlements or .json). Default: writer.")
+    @Option(help: "A built-in policy (writer, read-only, networked, developer) or a policy file (.plist, .entitlements or .json). Default: writer.")
     var policy: String?
 
     @Flag(help: "Run even when the kernel cannot enforce everything the policy needs, and say what was not enforced.")

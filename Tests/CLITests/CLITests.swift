@@ -398,7 +398,7 @@ func hostProcess(running arguments: [String]) -> pid_t? {
         let result = try CLI.run(["doctor"])
         #expect(result.status == 0)
         #expect(result.stdout.contains("Landlock ABI: "))
-        for name in ["writer", "read-only", "networked"] {
+        for name in ["writer", "read-only", "networked", "developer"] {
             #expect(result.stdout.contains("policy builtin:\(name):"))
         }
     }

@@ -6,9 +6,9 @@ import Testing
 
 /// A symbolic link an app plants in a vault outlives its grant, and any tool
 /// the user later points at that vault may follow it. So the shipped
-/// policies let the command make no links in its container or grants
-/// (`org.sandboxed-run.files.symbolic-links`, off), nor move one into place;
-/// a policy that needs them (venv, npm) turns the key on.
+/// policies but `developer` let the command make no links in its container
+/// or grants (`org.sandboxed-run.files.symbolic-links`, off), nor move one
+/// into place; a policy that needs them (venv, npm) turns the key on.
 @Suite(.inBothViews) struct LinkCreationTests {
     static let code = """
         import errno, os, sys
@@ -38,9 +38,10 @@ import Testing
     }
 
     @Test func theShippedPoliciesLetTheCommandMakeNoLinks() throws {
-        for name in ["writer", "read-only", "networked"] {
+        // developer is for the tools that make them (venv, npm, git).
+        for name in Policy.builtinNames {
             let policy = try #require(try Policy.builtin(named: name))
-            #expect(policy.symbolicLinks == false, "\(name)")
+            #expect(policy.symbolicLinks == (name == "developer"), "\(name)")
         }
         #expect(try Self.run(policy: .defaultPolicy) == [
             "container EACCES", "grant EACCES", "grant-relative EACCES", "move-a-link EACCES", "hard-link-a-link EACCES",

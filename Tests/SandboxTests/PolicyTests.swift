@@ -18,6 +18,9 @@ import Policies
 
     @Test func embeddedPoliciesAreTheFilesInPolicies() throws {
         let folder = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../Policies")
+        let files = try FileManager.default.contentsOfDirectory(atPath: folder.path).filter { $0.hasSuffix(".plist") }
+        #expect(Set(files) == Set(Policy.builtinNames.map { $0 + ".plist" }))
+        #expect(BuiltinPolicies.all.map(\.name) == Policy.builtinNames)
         for (name, bytes) in BuiltinPolicies.all {
             let file = try Data(contentsOf: folder.appendingPathComponent("\(name).plist"))
             #expect(Array(file) == bytes, "\(name)")

@@ -23,7 +23,7 @@ import Policies
     // MARK: The key
 
     @Test func theShippedPoliciesSetEveryLimit() throws {
-        for name in ["writer", "read-only", "networked"] {
+        for name in Policy.builtinNames {
             let policy = try #require(try Policy.builtin(named: name))
             #expect(policy.limits == [.core: 0, .memlock: 8 << 20, .nice: 0, .nproc: 1024, .rtprio: 0], "\(name)")
         }

@@ -6,7 +6,7 @@ import Testing
 /// open, even to a command whose uid is 0: a root command keeps its DAC
 /// power over root-only files in any folder it may read.
 @Suite struct ShippedPolicySecretsTests {
-    static let policies = ["writer", "read-only", "networked"]
+    static let policies = Policy.builtinNames
 
     /// Secrets that exist on this machine, plus a stand-in for another user's home.
     static func secrets(_ scratch: Scratch) -> [String] {
@@ -44,12 +44,13 @@ import Testing
         #expect(confined.output == secrets.map { "\($0) refused" }, "\(confined.stderr)")
     }
 
-    /// Every file beneath the read-only /etc paths of every shipped policy is
-    /// readable by anyone anyway: adding a folder that holds a secret fails here.
-    @Test(arguments: policies) func everyEtcPathHoldsOnlyWorldReadableFiles(policyName: String) throws {
+    /// Every file beneath the read-only paths of every shipped policy (the
+    /// /etc files, /var/cache/man, the certificates) is readable by anyone
+    /// anyway: adding a folder that holds a secret fails here.
+    @Test(arguments: policies) func everyReadOnlyPathHoldsOnlyWorldReadableFiles(policyName: String) throws {
         let policy = try #require(try Policy.builtin(named: policyName))
         var private_: [String] = []
-        for systemPath in policy.systemPaths where systemPath.path.hasPrefix("/etc/") {
+        for systemPath in policy.systemPaths where systemPath.path.hasPrefix("/etc/") || systemPath.access == .readOnly {
             var queue = [systemPath.path]
             while let path = queue.popLast() {
                 var status = stat()

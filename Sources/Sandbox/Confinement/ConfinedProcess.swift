@@ -204,7 +204,7 @@ extension ConfinementPlan {
                 keeper.private_view = 1
                 keeper.private_network = privateNetwork ? 1 : 0
                 privateView.apply(to: &keeper, image: image)
-                keeper.tmp_access = ruleset?.rights(Self.rights(.readWrite, policy: request.policy, refer: reparenting?.allowsRefer ?? false)).rawValue ?? 0
+                keeper.tmp_access = ruleset?.rights(Self.temporaryRights(policy: request.policy, refer: reparenting?.allowsRefer ?? false)).rawValue ?? 0
                 keeper.terminal_access = ruleset?.rights([.readFile, .writeFile, .readDir, .ioctlDev]).rawValue ?? 0
                 keeper.pty_slots = ptySlots
                 if ptySlots != 0 {

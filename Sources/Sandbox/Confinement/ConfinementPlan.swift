@@ -347,7 +347,8 @@ public final class ConfinementPlan: @unchecked Sendable {
         }
     }
 
-    /// `refer`: whether the writable folders allow REFER (see `ReparentingLayers`).
+    /// `refer`: whether the writable folders allow REFER (see `ReparentingLayers`);
+    /// none where the layers cannot keep folders apart.
     private static func ruleset(abi: Int, policy: Policy, folders: [PathRule], refer: Bool) throws(SandboxError) -> LandlockRuleset {
         var network: Landlock.NetworkAccess = []
         if abi >= 4 {
@@ -358,7 +359,7 @@ public final class ConfinementPlan: @unchecked Sendable {
         do {
             let ruleset = try LandlockRuleset(files: .handled(byABI: abi), network: network, scope: scope)
             for folder in folders {
-                try ruleset.allow(Self.rights(folder.access, policy: policy, refer: refer), beneath: folder.descriptor)
+                try ruleset.allow(policy.landlockAccess(for: folder).subtracting(refer ? [] : .refer), beneath: folder.descriptor)
             }
             if network.contains(.connectTCP) {
                 for port in policy.tcpConnectPorts ?? [] { try ruleset.allow(.connectTCP, port: port) }
@@ -372,19 +373,13 @@ public final class ConfinementPlan: @unchecked Sendable {
         }
     }
 
-    /// What the command's layer allows beneath a rule of `access`. The
-    /// private view's /tmp gets the read-write folders' rights: it holds
-    /// the binds of folders that lie in the host's /tmp, and Landlock grants
-    /// each the union of the rules above it.
-    static func rights(_ access: Policy.PathAccess, policy: Policy, refer: Bool) -> Landlock.FileAccess {
-        switch access {
-        case .readExecute: .readExecute
-        case .readOnly: .readOnly
-        // No links planted where they outlive the grant, unless the policy
-        // says so; no reparenting where the layers cannot keep folders apart.
-        case .readWrite:
-            Landlock.FileAccess.readWrite.subtracting(policy.symbolicLinks ? [] : .makeSym).subtracting(refer ? [] : .refer)
-        }
+    /// What the command's layer allows in the private view's /tmp: a grant's
+    /// rights (it holds the binds of folders that lie in the host's /tmp,
+    /// and Landlock grants each the union of the rules above it).
+    static func temporaryRights(policy: Policy, refer: Bool) -> Landlock.FileAccess {
+        var rights = Landlock.FileAccess.readWrite.subtracting(policy.symbolicLinks ? [] : .makeSym).subtracting(refer ? [] : .refer)
+        if policy.executeFiles { rights.insert(.execute) }
+        return rights
     }
 
     /// A path as given (a relative one is found from the command's working

@@ -34,6 +34,8 @@ final class DenialObserver {
     /// How the writable folders are kept apart; nil without Landlock.
     let reparenting: ReparentingLayers?
     let policyName: String
+    /// The rights each rule gives, as the ruleset was built from them.
+    let policy: Policy
     let containerRoot: String
     let reporter: DenialReporter
 
@@ -44,6 +46,7 @@ final class DenialObserver {
         roots = ruleRoots
         rulesByInode = Dictionary(grouping: ruleRoots, by: \.identity)
         policyName = policy.source
+        self.policy = policy
         self.containerRoot = containerRoot
         self.reporter = reporter
         self.reparenting = reparenting
@@ -297,7 +300,7 @@ final class DenialObserver {
         let allowed: Bool = switch operation {
         case .read: !covering.isEmpty
         case .write: covering.contains { $0.rule.access == .readWrite }
-        case .execute: covering.contains { $0.rule.access == .readExecute }
+        case .execute: covering.contains { policy.landlockAccess(for: $0.rule).contains(.execute) }
         default: true
         }
         guard !allowed else { return nil }
@@ -479,11 +482,7 @@ final class DenialObserver {
     /// What the command's layer grants under `rules`.
     private func rights(_ rules: [Root]) -> Landlock.FileAccess {
         rules.reduce(into: []) { union, root in
-            var granted: Landlock.FileAccess = switch root.rule.access {
-            case .readOnly: .readOnly
-            case .readExecute: .readExecute
-            case .readWrite: .readWrite
-            }
+            var granted = policy.landlockAccess(for: root.rule)
             if !root.isDirectory { granted.formIntersection(.fileOnly) }
             union.formUnion(granted)
         }
@@ -524,11 +523,14 @@ final class DenialObserver {
                 return "is in the sandbox's own \(Printable.path(bytes: rule.path.bytes)), which is \(rule.access.rawValue)"
             case .system, .launcher:
                 return "is in the policy's system path \(Printable.path(bytes: rule.path.bytes)), which is \(rule.access.rawValue) in policy \(policyName); \(verb) needs \(key)"
+            case .container where operation == .execute:
+                return "is in the app's container, and policy \(policyName) lets the command execute no file in its container or grants "
+                    + "(\(Policy.executeFilesKey)); or install tools in a system path of the policy (\(key))"
             case .container:
-                return "is in the app's container, which is read-write: files there cannot be executed; install tools in a system path of the policy (\(key))"
+                return "is in the app's container, which is read-write"
             case .grant(let name):
                 if operation == .execute {
-                    return "is in grant \(name), which is \(rule.access.rawValue): files in grants cannot be executed"
+                    return "is in grant \(name), and policy \(policyName) lets the command execute no file in its grants or container (\(Policy.executeFilesKey))"
                 }
                 return "is in grant \(name), which is \(rule.access.rawValue); grant it read-write to allow this"
             }

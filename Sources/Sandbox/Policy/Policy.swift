@@ -44,6 +44,16 @@ public struct Policy: Equatable, Sendable {
     /// as the state knows; a folder copied or moved out of a vault is beyond
     /// what it can know). Tools that make links (venv, npm, git) need it on.
     public var symbolicLinks = false
+    /// `org.sandboxed-run.files.execute`: the command may execute files in
+    /// its container and its grants (read-write and read-only), as it may in
+    /// the policy's read-execute system paths. Off by default. The right
+    /// adds no reach: what runs stays in the same Landlock domain and
+    /// seccomp filter, without capabilities, and no_new_privs makes the
+    /// kernel ignore set-id bits and file capabilities; code there can run
+    /// without it anyway, through an interpreter or the dynamic loader.
+    /// What it changes is that `execve` of a file the command wrote, or the
+    /// user gave it, works: a venv's `bin/pip`, `./app` after `make`.
+    public var executeFiles = false
     /// `org.sandboxed-run.limits`: resource limits set, soft and hard, in the
     /// command before it starts (never above what the launcher has).
     public var limits: [ResourceLimit: UInt64] = [:]

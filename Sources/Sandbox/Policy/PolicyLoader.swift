@@ -5,10 +5,12 @@ import SystemPackage
 extension Policy {
     public static let currentVersion = 1
     static let ownPrefix = "org.sandboxed-run."
+    /// The key of `executeFiles`, which `--explain` names.
+    public static let executeFilesKey = "org.sandboxed-run.files.execute"
 
     /// The shipped policies' names, as `--policy` takes them (the tests
     /// require them equal to the files in `Policies/`).
-    public static let builtinNames = ["writer", "read-only", "networked"]
+    public static let builtinNames = ["writer", "read-only", "networked", "developer"]
 
     /// The name of the policy used when none is given.
     public static let defaultName = "writer"
@@ -19,7 +21,7 @@ extension Policy {
         builtin(named: defaultName)!
     }
 
-    /// A policy shipped in `Policies/`, by name (`writer`, `read-only`, `networked`).
+    /// A policy shipped in `Policies/`, by name (`writer`, `read-only`, `networked`, `developer`).
     /// Compiled into code (`CompiledPolicies.swift`, generated from the same
     /// files; `CompiledPoliciesTests` requires every shipped name there, equal
     /// to what its file decodes to): a launch decodes nothing, and the files
@@ -202,6 +204,7 @@ extension Policy {
         networkClient = try bool("com.apple.security.network.client") ?? false
         networkServer = try bool("com.apple.security.network.server") ?? false
         symbolicLinks = try bool("org.sandboxed-run.files.symbolic-links") ?? false
+        executeFiles = try bool(Policy.executeFilesKey) ?? false
         tcpConnectPorts = try ports("org.sandboxed-run.network.tcp-connect-ports")
         tcpBindPorts = try ports("org.sandboxed-run.network.tcp-bind-ports")
         if tcpConnectPorts != nil, !networkClient {
@@ -261,6 +264,7 @@ extension Policy {
             "org.sandboxed-run.network.tcp-connect-ports", "org.sandboxed-run.network.tcp-bind-ports",
             "org.sandboxed-run.system-paths.read-execute", "org.sandboxed-run.system-paths.read-only",
             "org.sandboxed-run.system-paths.read-write", syscallsKey, limitsKey, "org.sandboxed-run.files.symbolic-links",
+            Policy.executeFilesKey,
         ]
         for key in raw.keys.sorted() where !known.contains(key) {
             if key.hasPrefix(Policy.ownPrefix) {
