@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Resolve time (fresh, moved) and launch time with a grant, with 10 and with
-# 1,000,000 grants in the ledger; bubblewrap measured in the same run.
+# 1,000,000 grants in the ledger, from the launch cache and reading the
+# ledger (a grant's first launch after the ledger changed); bubblewrap
+# measured in the same run.
 # Prints figures; asserts nothing. Filling a million grants takes about 30 s.
 #   Benchmarks/grants.sh [RUNS]
 set -euo pipefail
@@ -20,11 +22,18 @@ for count in 10 1000000; do
     .build/release/grants-benchmark "$root/state-$count/sandboxed-run" "$root/work-$count" "$count"
     commands+=(-n "run --grant, $count grants" "env XDG_STATE_HOME=$root/state-$count $bin run --app com.example.memo --grant VAULT=$root/work-$count/vault.bookmark -- /bin/true")
 done
+# The first launch after a change reads the ledger: the cache is removed
+# before each of its runs (hyperfine takes one --prepare per command, in order).
+first=(-n "run --grant, 10 grants, ledger read"
+       "env XDG_STATE_HOME=$root/state-10 $bin run --app com.example.memo --grant VAULT=$root/work-10/vault.bookmark -- /bin/true")
+prepare=()
+for _ in 1 2 3; do prepare+=(--prepare true); done
+prepare+=(--prepare "rm -f $root/state-10/sandboxed-run/ledger.cache" --prepare true)
 "$bin" run --app com.example.memo -- /bin/true
 echo "== launch (hyperfine medians)"
-hyperfine -N --warmup 20 --runs "$runs" --export-json "$root/launch.json" \
+hyperfine -N --warmup 20 --runs "$runs" --export-json "$root/launch.json" "${prepare[@]}" \
     -n "run, no grant" "$bin run --app com.example.memo -- /bin/true" \
-    "${commands[@]}" \
+    "${commands[@]}" "${first[@]}" \
     -n "bwrap isolated, one bind" "bwrap --ro-bind / / --unshare-all --new-session --die-with-parent --dev /dev --proc /proc --tmpfs /tmp --bind $root/work-10/vault /tmp/vault /bin/true" >&2
 python3 - "$root/launch.json" <<'PY'
 import json, sys

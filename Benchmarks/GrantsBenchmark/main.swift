@@ -1,5 +1,6 @@
-// Resolution cost with a ledger of N grants: fresh, moved (by file handle
-// and by bounded search). Prints figures; asserts nothing.
+// Resolution cost with a ledger of N grants: fresh (from the launch cache,
+// and reading the ledger, as a first launch after a change does), moved (by
+// file handle and by bounded search). Prints figures; asserts nothing.
 //   grants-benchmark STATE_DIR WORK_DIR COUNT
 // Leaves WORK_DIR/vault (granted) and WORK_DIR/vault.bookmark for launch timing.
 @preconcurrency import Glibc
@@ -12,9 +13,10 @@ func now() -> Double {
     return Double(t.tv_sec) + Double(t.tv_nsec) / 1e9
 }
 
-func median(_ runs: Int, _ body: () throws -> Void) rethrows -> Double {
+func median(_ runs: Int, before setup: () -> Void = {}, _ body: () throws -> Void) rethrows -> Double {
     var samples: [Double] = []
     for _ in 0..<runs {
+        setup()
         let start = now()
         try body()
         samples.append(now() - start)
@@ -56,6 +58,15 @@ func ms(_ seconds: Double) -> String { "\(Double(Int(seconds * 1e7)) / 10) µs" 
 }
 
 let fresh = try median(2000) { try expect(.fresh) }
+// Each time in a new broker, without the cache (which the read then writes).
+let freshFromLedger = try median(500, before: { unlink(arguments[1] + "/ledger.cache") }) {
+    let found = try GrantBroker(state: StateDirectory(path: arguments[1])).resolve(issued.bookmark, app: app).status
+    precondition(found == .fresh, "expected fresh, found \(found)")
+}
+let freshFromCache = try median(500) {
+    let found = try GrantBroker(state: StateDirectory(path: arguments[1])).resolve(issued.bookmark, app: app).status
+    precondition(found == .fresh, "expected fresh, found \(found)")
+}
 rename(vault, work + "/vault-moved")
 let movedByHandle = try median(500) { try expect(.moved) }
 let movedBySearch = try median(200) { try expect(.moved, .withoutFileHandles) }
@@ -63,7 +74,9 @@ rename(work + "/vault-moved", vault)
 let list = try median(3) { _ = try broker.list(app: app) }
 
 print("ledger: \(total) grants" + (fillSeconds > 0.01 ? " (filled in \(Int(fillSeconds)) s)" : ""))
-print("  resolve, fresh:                    \(ms(fresh))")
+print("  resolve, fresh (one broker):       \(ms(fresh))")
+print("  open + resolve, reading the ledger: \(ms(freshFromLedger))")
+print("  open + resolve, launch cache:      \(ms(freshFromCache))")
 print("  resolve, moved (open_by_handle_at): \(ms(movedByHandle))")
 print("  resolve, moved (bounded search):    \(ms(movedBySearch))")
 print("  grants list --app (one app):       \(ms(list))")

@@ -24,6 +24,8 @@ extension GrantBroker {
             guard let folder = try? OwnedDescriptor.openPath(path, follow: true),
                   let status = try? folder.status(), status.st_mode & S_IFMT == S_IFDIR else { continue }
             let identity = try FolderIdentity.of(folder, path: path)
+            // Written only when new: a write removes the launch cache.
+            if try reading()?.isRecordedWritable(identity) == true { continue }
             try writing().recordWritable(identity, path: path, source: "policy " + policy.source, at: Int64(time(nil)))
         }
     }

@@ -13,46 +13,75 @@ public final class GrantBroker {
     /// the app containers.
     public let protectedFolders: [String]
     let keyring: Keyring
-    /// The ledger, read-only until something needs to write; nil while the
-    /// state is new (no keys and no grants): nothing is made until a grant.
+    /// The ledger, opened on first use (`reading`), read-only until something
+    /// needs to write; nil while the state is new or not yet read.
     private var openLedger: Ledger?
+    /// No keys and no grants: nothing is made until a grant.
+    private var isNew: Bool
     var locator = FolderLocator()
+    /// How many times `resolve` read the ledger rather than the launch cache
+    /// (for tests and benchmarks).
+    private(set) var ledgerLookups = 0
 
     /// Opens the broker's state and checks it whole: a state folder with
     /// no keys and no grants is new (and made on the first grant); anything
-    /// else must open completely (keys, `current`, ledger) or is an error
-    /// that says what to do. Nothing is written here (SQLite may add the
-    /// ledger's -wal and -shm files, which it needs even to read).
+    /// else must have its keys, `current` and a ledger, or is an error that
+    /// says what to do. The ledger's content is read (and a damaged or too
+    /// new one refused) when first needed: a launch whose grants the launch
+    /// cache answers for never opens SQLite (see `LedgerCache`). Nothing is
+    /// written here.
     public init(state: StateDirectory, protectedFolders: [String] = []) throws(GrantError) {
         self.state = state
         self.protectedFolders = [state.path] + protectedFolders
         keyring = Keyring(state: state)
-        openLedger = try state.withLock(exclusive: false) { () throws(GrantError) in try inspect(access: .readOnly) }
+        isNew = true  // set before `inspect`, a method, may run
+        let inspected = try state.withLock(exclusive: false) { () throws(GrantError) in try inspect(access: .readOnly, open: false) }
+        if case .new = inspected { isNew = true } else { isNew = false }
+    }
+
+    /// What `inspect` found.
+    private enum Inspected {
+        /// No keys and no grants.
+        case new
+        /// Keys, and a ledger file that passed its checks (not opened).
+        case vetted
+        case opened(Ledger)
     }
 
     /// Reads what the state holds, refusing what is untrusted, damaged or
-    /// incomplete. Returns the ledger, or nil for a new state.
-    private func inspect(access: Ledger.Access) throws(GrantError) -> Ledger? {
+    /// incomplete; the ledger's content only when `open`.
+    private func inspect(access: Ledger.Access, open: Bool) throws(GrantError) -> Inspected {
         _ = try keyring.attach()
-        let (keys, hasCurrent) = try keyring.inventory()
-        let ledgerPath = state.path + "/" + Ledger.fileName
-        let file = try StateDirectory.statPrivateFile(Ledger.fileName, in: state.descriptor, path: ledgerPath)
-        let startOver = "to start over (every bookmark becomes invalid), move \(state.path) aside"
-        if keys.isEmpty && !hasCurrent {
-            // New, or a first use interrupted before its keys appeared
-            // (they appear last, whole): nothing to lose either way.
-            guard let file, file.st_size > 0 else { return nil }
-            let ledger = try Ledger(state: state, vetted: file, access: access)
-            let grants = try ledger.count()
-            guard grants == 0 else {
-                throw .damagedState(
-                    path: keyring.folderPath, problem: "holds no keys, but the ledger holds \(grants) grant\(grants == 1 ? "" : "s"), so no bookmark can be opened",
-                    fix: "Restore \(keyring.folderPath) from a backup; or, \(startOver).")
+        // `current` is there and names a good key; the folder is listed only
+        // when it is not (one read fewer at every launch with a grant).
+        if try keyring.currentIfPresent() == nil {
+            let ledgerPath = state.path + "/" + Ledger.fileName
+            let file = try StateDirectory.statPrivateFile(Ledger.fileName, in: state.descriptor, path: ledgerPath)
+            if try keyring.inventory().keys.isEmpty {
+                // New, or a first use interrupted before its keys appeared
+                // (they appear last, whole): nothing to lose either way.
+                guard let file, file.st_size > 0 else { return .new }
+                let ledger = try Ledger(state: state, vetted: file, access: access)
+                let grants = try ledger.count()
+                guard grants == 0 else {
+                    throw .damagedState(
+                        path: keyring.folderPath, problem: "holds no keys, but the ledger holds \(grants) grant\(grants == 1 ? "" : "s"), so no bookmark can be opened",
+                        fix: "Restore \(keyring.folderPath) from a backup; or, \(startOver).")
+                }
+                return .new
             }
-            return nil
+            _ = try keyring.current()  // throws: keys without `current`
         }
-        _ = try keyring.current()  // `current` is there and names a good key
-        guard let file else {
+        let file = try vettedLedgerFile()
+        return open ? .opened(try Ledger(state: state, vetted: file, access: access)) : .vetted
+    }
+
+    private var startOver: String { "to start over (every bookmark becomes invalid), move \(state.path) aside" }
+
+    /// The ledger's file, checked, in a state that has keys.
+    private func vettedLedgerFile() throws(GrantError) -> stat {
+        let ledgerPath = state.path + "/" + Ledger.fileName
+        guard let file = try StateDirectory.statPrivateFile(Ledger.fileName, in: state.descriptor, path: ledgerPath) else {
             throw .damagedState(
                 path: ledgerPath, problem: "is missing while keys exist: every grant would be lost",
                 fix: "Restore it from a backup; or, \(startOver).")
@@ -62,22 +91,35 @@ public final class GrantBroker {
                 path: ledgerPath, problem: "is empty (0 bytes) while keys exist: every grant was lost",
                 fix: "Restore it from a backup; or, \(startOver).")
         }
-        return try Ledger(state: state, vetted: file, access: access)
+        return file
     }
 
-    /// The ledger for reading, or nil while the state is new.
-    func reading() -> Ledger? { openLedger }
+    /// The ledger for reading, opened now if it was not (under the shared
+    /// lock), or nil while the state is new.
+    func reading() throws(GrantError) -> Ledger? {
+        if let openLedger { return openLedger }
+        guard !isNew else { return nil }
+        let ledger = try state.withLock(exclusive: false) { () throws(GrantError) in
+            try Ledger(state: state, vetted: try vettedLedgerFile(), access: .readOnly)
+        }
+        openLedger = ledger
+        return ledger
+    }
 
     /// The ledger for writing: reopened with write access if it was
     /// read-only (adopting an older schema), or the state made if new.
+    /// Under the exclusive lock, with the launch cache removed first: opening
+    /// for writing may change the ledger (its schema).
     func writing() throws(GrantError) -> Ledger {
         if let openLedger, openLedger.access == .readWrite { return openLedger }
-        let ledger = try state.withLock(exclusive: openLedger == nil) { () throws(GrantError) -> Ledger in
+        let ledger = try state.withLock(exclusive: true) { () throws(GrantError) -> Ledger in
+            try LedgerCache.remove(from: state)
             // Read again: another process may have made the state meanwhile.
-            if let ledger = try inspect(access: .readWrite) { return ledger }
+            if case .opened(let ledger) = try inspect(access: .readWrite, open: true) { return ledger }
             return try makeState()
         }
         openLedger = ledger
+        isNew = false
         return ledger
     }
 
@@ -274,7 +316,7 @@ public final class GrantBroker {
             return outcome(.invalid, message: "this bookmark could not be read: \(error)")
         }
 
-        guard let record = try reading()?.find(bookmark.token.id) else {
+        guard let record = try launchRecord(bookmark.token.id) else {
             return outcome(.invalid, bookmark: bookmark, message: "this bookmark was not issued by this broker (its grant is not in the ledger): pick the folder again")
         }
         if record.revoked != nil {
@@ -352,6 +394,33 @@ public final class GrantBroker {
         return stale(.missing, "\(bookmark.path) no longer exists and was not found nearby: was it deleted, or moved to another disk? Pick it again.")
     }
 
+    /// The ledger's record of grant `id`: from the launch cache when it
+    /// provably holds what the ledger holds now (see `LedgerCache`), else
+    /// read from the ledger, and cached when live.
+    private func launchRecord(_ id: GrantID) throws(GrantError) -> GrantRecord? {
+        guard !isNew else { return nil }
+        let (keyID, key) = try keyring.current()
+        var cache: LedgerCache?
+        if let files = try LedgerCache.Files.now(in: state), let cached = try LedgerCache.read(from: state, keyID: keyID, key: key),
+           cached.files == files {
+            if let record = cached.record(id) { return record }
+            cache = cached
+        }
+        return try state.withLock(exclusive: false) { () throws(GrantError) -> GrantRecord? in
+            // Opened first (which may make the -wal), then the files' status,
+            // then the read: a change after the status changes the status.
+            guard let ledger = try reading() else { return nil }
+            let files = try LedgerCache.Files.now(in: state)
+            ledgerLookups += 1
+            guard let record = try ledger.find(id) else { return nil }
+            if record.isLive, let files {
+                let base = cache?.files == files ? cache! : LedgerCache(files: files, records: [])
+                base.adding(record).write(to: state, keyID: keyID, key: key)
+            }
+            return record
+        }
+    }
+
     private func outcome(_ status: BookmarkStatus, record: GrantRecord? = nil, bookmark: Bookmark? = nil, message: String) -> BookmarkResolution {
         BookmarkResolution(
             status: status, grant: record, access: bookmark?.access, originalPath: bookmark?.path, currentPath: nil,
@@ -404,7 +473,7 @@ public final class GrantBroker {
     }
 
     public func revoke(app: AppID) throws(GrantError) -> Int {
-        guard reading() != nil else { return 0 }
+        guard try reading() != nil else { return 0 }
         return try writing().revoke(app: app.rawValue, at: Int64(time(nil)))
     }
 
@@ -413,14 +482,14 @@ public final class GrantBroker {
         let fd: OwnedDescriptor
         do { fd = try .openPath(FilePath(path), follow: true) } catch { throw .folderNotFound(path) }
         let handle = try FolderIdentity.of(fd, path: FilePath(path)).handle
-        guard reading() != nil else { return 0 }
+        guard try reading() != nil else { return 0 }
         return try writing().revoke(handle: handle, at: Int64(time(nil)))
     }
 
     /// Seals new bookmarks with a new key. Old bookmarks resolve as stale
     /// until `retireOldKeys`, after which they are invalid.
     public func rotateKey() throws(GrantError) {
-        let wasNew = reading() == nil
+        let wasNew = try reading() == nil
         _ = try writing()  // a new state is made with a first key
         guard !wasNew else { return }
         try state.withLock(exclusive: true) { () throws(GrantError) in
@@ -430,7 +499,7 @@ public final class GrantBroker {
     }
 
     public func retireOldKeys() throws(GrantError) -> Int {
-        guard reading() != nil else { return 0 }
+        guard try reading() != nil else { return 0 }
         return try state.withLock(exclusive: true) { () throws(GrantError) in
             keyring.removeLeftovers()
             return try keyring.retireOldKeys()

@@ -99,12 +99,19 @@ final class Keyring {
     /// The current key. Never makes one: a state without keys is made by
     /// the broker, under the lock (`makeFolder`).
     func current() throws(GrantError) -> (id: KeyID, key: SymmetricKey) {
-        if let currentID, let key = cache[currentID] { return (currentID, key) }
-        guard let id = try readCurrentID() else {
+        guard let current = try currentIfPresent() else {
             throw .damagedState(
                 path: folderPath + "/current", problem: "is missing",
                 fix: "Restore it from a backup, or write into it the name (without .key) of the newest file in \(folderPath).")
         }
+        return current
+    }
+
+    /// The current key, or nil when there is no `current`; throws as
+    /// `current()` does when it names no good key.
+    func currentIfPresent() throws(GrantError) -> (id: KeyID, key: SymmetricKey)? {
+        if let currentID, let key = cache[currentID] { return (currentID, key) }
+        guard let id = try readCurrentID() else { return nil }
         guard let key = try key(id) else {
             throw .damagedState(
                 path: folderPath + "/current", problem: "names key \(Self.hex(id)), which is missing",

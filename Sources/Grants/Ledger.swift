@@ -47,6 +47,7 @@ final class Ledger {
     /// As users know it (the state path they gave).
     let path: String
     let statePath: String
+    private let state: StateDirectory
     private let database: OpaquePointer
     /// False for a version-0 ledger read without write access.
     private(set) var hasPendingColumn = true
@@ -58,7 +59,9 @@ final class Ledger {
         self.access = access
         path = state.path + "/" + Self.fileName
         statePath = state.path
-        let canonical = (state.canonicalPath == "/" ? "" : state.canonicalPath) + "/" + Self.fileName
+        self.state = state
+        let folderPath = try state.canonicalPath()
+        let canonical = (folderPath == "/" ? "" : folderPath) + "/" + Self.fileName
         try Self.checkCompanions(state: state, shown: path)
         var readOnlyFolderFallback = false
         var opened: OpaquePointer?
@@ -79,7 +82,7 @@ final class Ledger {
             if probe.code != SQLITE_OK {
                 let message = String(cString: sqlite3_errmsg(opened))
                 sqlite3_close_v2(opened)
-                throw Self.explain(probe.code, message: message, path: path, state: state, access: access)
+                throw Self.explain(probe.code, message: message, path: path, state: state, folderPath: folderPath, access: access)
             }
             break
         }
@@ -90,7 +93,7 @@ final class Ledger {
         var folderNow = stat()
         guard fstatat(state.descriptor.rawValue, Self.fileName, &now, AT_SYMLINK_NOFOLLOW) == 0,
               now.st_dev == vetted.st_dev, now.st_ino == vetted.st_ino,
-              stat(state.canonicalPath, &folderNow) == 0, let folder = try? state.descriptor.status(),
+              stat(folderPath, &folderNow) == 0, let folder = try? state.descriptor.status(),
               folderNow.st_dev == folder.st_dev, folderNow.st_ino == folder.st_ino else {
             sqlite3_close_v2(database)
             throw .untrustedState(path: path, problem: "changed while it was being opened", fix: "Try again; if it persists, check who else writes \(state.path).")
@@ -144,9 +147,9 @@ final class Ledger {
     }
 
     /// An SQLite failure to open, said as what it means for the user.
-    private static func explain(_ code: Int32, message: String, path: String, state: StateDirectory, access: Access) -> GrantError {
+    private static func explain(_ code: Int32, message: String, path: String, state: StateDirectory, folderPath: String, access: Access) -> GrantError {
         if access == .readWrite, code & 0xFF == SQLITE_READONLY || code & 0xFF == SQLITE_CANTOPEN,
-           Glibc.access(state.canonicalPath, W_OK) != 0 || Glibc.access(state.canonicalPath + "/" + fileName, W_OK) != 0 {
+           Glibc.access(folderPath, W_OK) != 0 || Glibc.access(folderPath + "/" + fileName, W_OK) != 0 {
             return .readOnlyState(path: state.path, needed: "this command")
         }
         switch code & 0xFF {
@@ -251,7 +254,7 @@ final class Ledger {
 
     /// Records grants: live, or pending since `pending` (a Unix time).
     func insert(_ records: [GrantRecord]) throws(GrantError) {
-        try transaction { () throws(GrantError) in
+        try changing { () throws(GrantError) in try transaction { () throws(GrantError) in
             let statement = try prepare("INSERT INTO grants (id, app, access, path, handle, created, revoked, pending) VALUES (?, ?, ?, ?, ?, ?, NULL, ?)")
             for record in records {
                 try statement.bind(record.id.digest, record.app, record.access.rawValue, record.path, record.handle, record.created,
@@ -259,21 +262,25 @@ final class Ledger {
                 try statement.stepDone()
                 statement.reset()
             }
-        }
+        } }
     }
 
     /// A pending grant's bookmark was delivered: it becomes live.
     func activate(_ id: GrantID) throws(GrantError) {
-        let statement = try prepare("UPDATE grants SET pending = NULL WHERE id = ? AND pending IS NOT NULL")
-        try statement.bind(id.digest)
-        try statement.stepDone()
+        try changing { () throws(GrantError) in
+            let statement = try prepare("UPDATE grants SET pending = NULL WHERE id = ? AND pending IS NOT NULL")
+            try statement.bind(id.digest)
+            try statement.stepDone()
+        }
     }
 
     /// A pending grant's bookmark could not be delivered: it is forgotten.
     func discard(_ id: GrantID) throws(GrantError) {
-        let statement = try prepare("DELETE FROM grants WHERE id = ? AND pending IS NOT NULL")
-        try statement.bind(id.digest)
-        try statement.stepDone()
+        try changing { () throws(GrantError) in
+            let statement = try prepare("DELETE FROM grants WHERE id = ? AND pending IS NOT NULL")
+            try statement.bind(id.digest)
+            try statement.stepDone()
+        }
     }
 
     func find(_ id: GrantID) throws(GrantError) -> GrantRecord? {
@@ -314,14 +321,16 @@ final class Ledger {
         if id != nil { conditions.append("id = ?") }
         if app != nil { conditions.append("app = ?") }
         if handle != nil { conditions.append("handle = ?") }
-        let statement = try prepare("UPDATE grants SET revoked = ? WHERE " + conditions.joined(separator: " AND "))
         var values: [any SQLValue] = [time]
         if let id { values.append(id.digest) }
         if let app { values.append(app) }
         if let handle { values.append(handle) }
-        try statement.bind(values)
-        try statement.stepDone()
-        return Int(sqlite3_changes(database))
+        return try changing { () throws(GrantError) -> Int in
+            let statement = try prepare("UPDATE grants SET revoked = ? WHERE " + conditions.joined(separator: " AND "))
+            try statement.bind(values)
+            try statement.stepDone()
+            return Int(sqlite3_changes(database))
+        }
     }
 
     /// Every folder an app could write at some time, as its file handle and,
@@ -357,17 +366,30 @@ final class Ledger {
     /// are. The table sits beside `grants` without a new schema version: a
     /// version that does not know it reads the ledger as before.
     func recordWritable(_ identity: FolderIdentity, path: FilePath, source: String, at time: Int64) throws(GrantError) {
-        try execute("CREATE TABLE IF NOT EXISTS writable (handle BLOB NOT NULL, fsid INTEGER NOT NULL, fstype INTEGER NOT NULL, "
-            + "path TEXT NOT NULL, source TEXT NOT NULL, first INTEGER NOT NULL, PRIMARY KEY (handle, fsid, fstype)) WITHOUT ROWID")
-        let statement = try prepare("INSERT OR IGNORE INTO writable (handle, fsid, fstype, path, source, first) VALUES (?, ?, ?, ?, ?, ?)")
-        try statement.bind(identity.handle, Int64(bitPattern: identity.filesystemID), Int64(bitPattern: identity.filesystemType), path, source, time)
-        try statement.stepDone()
+        try changing { () throws(GrantError) in
+            try execute("CREATE TABLE IF NOT EXISTS writable (handle BLOB NOT NULL, fsid INTEGER NOT NULL, fstype INTEGER NOT NULL, "
+                + "path TEXT NOT NULL, source TEXT NOT NULL, first INTEGER NOT NULL, PRIMARY KEY (handle, fsid, fstype)) WITHOUT ROWID")
+            let statement = try prepare("INSERT OR IGNORE INTO writable (handle, fsid, fstype, path, source, first) VALUES (?, ?, ?, ?, ?, ?)")
+            try statement.bind(identity.handle, Int64(bitPattern: identity.filesystemID), Int64(bitPattern: identity.filesystemType), path, source, time)
+            try statement.stepDone()
+        }
+    }
+
+    /// Whether `identity` is recorded in `writable` already (then
+    /// `recordWritable` would change nothing, and need not be called).
+    func isRecordedWritable(_ identity: FolderIdentity) throws(GrantError) -> Bool {
+        guard try scalar("SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'writable'") == 1 else { return false }
+        let statement = try prepare("SELECT count(*) FROM writable WHERE handle = ? AND fsid = ? AND fstype = ?")
+        try statement.bind(identity.handle, Int64(bitPattern: identity.filesystemID), Int64(bitPattern: identity.filesystemType))
+        return try statement.step() && sqlite3_column_int64(statement.pointer, 0) > 0
     }
 
     func updatePath(_ id: GrantID, to path: FilePath) throws(GrantError) {
-        let statement = try prepare("UPDATE grants SET path = ? WHERE id = ?")
-        try statement.bind(path, id.digest)
-        try statement.stepDone()
+        try changing { () throws(GrantError) in
+            let statement = try prepare("UPDATE grants SET path = ? WHERE id = ?")
+            try statement.bind(path, id.digest)
+            try statement.stepDone()
+        }
     }
 
     // MARK: SQLite plumbing
@@ -390,6 +412,17 @@ final class Ledger {
 
     private func failure(_ code: Int32, _ text: String) -> GrantError {
         code & 0xFF == SQLITE_READONLY ? .readOnlyState(path: statePath, needed: "this command") : .ledger(text)
+    }
+
+    /// Every change to the ledger (but the schema's, made under the
+    /// broker's own exclusive lock: `GrantBroker.writing`): under the state's
+    /// exclusive lock, after the launch cache is removed, so that no launch
+    /// goes on trusting what was read before it (see `LedgerCache`).
+    private func changing<T>(_ body: () throws(GrantError) -> T) throws(GrantError) -> T {
+        try state.withLock(exclusive: true) { () throws(GrantError) -> T in
+            try LedgerCache.remove(from: state)
+            return try body()
+        }
     }
 
     private func transaction(_ body: () throws(GrantError) -> Void) throws(GrantError) {

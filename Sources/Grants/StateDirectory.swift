@@ -20,9 +20,6 @@ public struct StateDirectory: Sendable {
     public let path: String
     /// The checked folder, opened with O_NOFOLLOW | O_DIRECTORY.
     let descriptor: OwnedDescriptor
-    /// Where the kernel says the folder is, free of links: SQLite gets this
-    /// (with SQLITE_OPEN_NOFOLLOW, which refuses a link anywhere in a path).
-    let canonicalPath: String
 
     public static func defaultPath(environment: [String: String]) throws(GrantError) -> String {
         if let state = environment["XDG_STATE_HOME"], state.hasPrefix("/") {
@@ -41,7 +38,7 @@ public struct StateDirectory: Sendable {
         guard path.hasPrefix("/") else {
             throw .stateDirectory(step: "using \(path) (the state folder must be an absolute path)", errno: .invalidArgument)
         }
-        var components = path.split(separator: "/").map(String.init)
+        var components = Self.components(path)
         guard let name = components.popLast(), name != ".", name != ".." else {
             throw .stateDirectory(step: "using \(path) (it must name a folder)", errno: .invalidArgument)
         }
@@ -66,13 +63,20 @@ public struct StateDirectory: Sendable {
                 path: path, problem: "is writable by group or others (mode \(Self.octal(st.st_mode))): they could plant keys or grants",
                 fix: "Run `chmod 700 \(path)` if nobody else could have changed it; otherwise move it aside.")
         }
-        // Bytes, not FilePath: its generic parsing costs ~150 µs at first use, on every launch with a grant.
-        guard let bytes = FilePath.pathBytes(ofDescriptor: fd.rawValue), let canonical = String(validating: bytes, as: UTF8.self) else {
-            throw .stateDirectory(step: "finding where \(path) is (is /proc mounted? SQLite needs a UTF-8 path)", errno: .noSuchFileOrDirectory)
-        }
         self.path = path
         descriptor = fd
-        canonicalPath = canonical
+    }
+
+    /// Where the kernel says the folder is now, free of links: SQLite gets
+    /// this (with SQLITE_OPEN_NOFOLLOW, which refuses a link anywhere in a
+    /// path), and the ledger checks that it leads to `descriptor`. Asked only
+    /// when the ledger is opened: a launch that needs no SQLite skips it.
+    func canonicalPath() throws(GrantError) -> String {
+        // Bytes, not FilePath: its generic parsing costs ~150 µs at first use, on every launch with a grant.
+        guard let bytes = FilePath.pathBytes(ofDescriptor: descriptor.rawValue), let canonical = String(validating: bytes, as: UTF8.self) else {
+            throw .stateDirectory(step: "finding where \(path) is (is /proc mounted? SQLite needs a UTF-8 path)", errno: .noSuchFileOrDirectory)
+        }
+        return canonical
     }
 
     /// `flock(2)` on the folder: exclusive to make or rotate keys and to make
@@ -146,7 +150,7 @@ public struct StateDirectory: Sendable {
                     throw .stateDirectory(step: "reading the link \(shown)", errno: Errno(rawValue: errno))
                 }
                 if target.hasPrefix("/") { stack.removeSubrange(1...) }
-                pending += target.split(separator: "/").reversed().map(String.init)
+                pending += Self.components(target).reversed()
                 continue
             }
             guard st.st_mode & S_IFMT == S_IFDIR else {
@@ -156,6 +160,14 @@ public struct StateDirectory: Sendable {
             stack.append((fd, shown, st))
         }
         return (stack[stack.count - 1].fd, stack[stack.count - 1].path)
+    }
+
+    /// The names in `path`, split at the byte "/" as the kernel splits it.
+    /// Not by Character: "/" followed by a combining mark is one Character,
+    /// so "link/\u{301}x" would stay one name, and opening it would follow
+    /// `link` unchecked (and cost ~8 µs at every launch with a grant).
+    static func components(_ path: String) -> [String] {
+        path.utf8.split(separator: UInt8(ascii: "/")).map { String(Substring($0)) }
     }
 
     /// A folder above the state must be root's or the user's, and writable
@@ -308,20 +320,23 @@ public struct StateDirectory: Sendable {
 public enum AtomicFile {
     /// Replaces `name` in `folder` whole, never following a link there.
     /// The new file is made unnamed (O_TMPFILE) where the filesystem allows,
-    /// so a process killed while writing leaves nothing behind.
-    static func replace(_ name: String, in folder: OwnedDescriptor, with bytes: [UInt8], mode: mode_t) throws(Errno) {
+    /// so a process killed while writing leaves nothing behind. With
+    /// `durable: false`, for a file whose loss costs nothing (a cache that
+    /// authenticates itself), nothing is synced: after a crash the name may
+    /// hold the old file, the new one, or an empty or partial one.
+    static func replace(_ name: String, in folder: OwnedDescriptor, with bytes: [UInt8], mode: mode_t, durable: Bool = true) throws(Errno) {
         let temporary = name + ".tmp-" + String(UInt64.random(in: 0...UInt64.max), radix: 36)
-        if try !replaceUnnamed(name, temporary: temporary, in: folder, with: bytes, mode: mode) {
+        if try !replaceUnnamed(name, temporary: temporary, in: folder, with: bytes, mode: mode, sync: durable) {
             let file = OwnedDescriptor(taking: try syscallRetrying {
                 openat(folder.rawValue, temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
             })
-            do { try fill(file, with: bytes, mode: mode) } catch {
+            do { try fill(file, with: bytes, mode: mode, sync: durable) } catch {
                 unlinkat(folder.rawValue, temporary, 0)
                 throw error
             }
             try renameOrRemove(temporary, to: name, in: folder)
         }
-        try syncFolder(folder)
+        if durable { try syncFolder(folder) }
     }
 
     /// fsync of the folder, so that the new name is on disk too. `folder`
@@ -335,7 +350,7 @@ public enum AtomicFile {
     /// The unnamed way: O_TMPFILE, filled, then linked in (at the target's
     /// name if free, else at `temporary`, renamed over it). False when the
     /// filesystem (or a missing /proc) does not allow it.
-    private static func replaceUnnamed(_ name: String, temporary: String, in folder: OwnedDescriptor, with bytes: [UInt8], mode: mode_t) throws(Errno) -> Bool {
+    private static func replaceUnnamed(_ name: String, temporary: String, in folder: OwnedDescriptor, with bytes: [UInt8], mode: mode_t, sync: Bool) throws(Errno) -> Bool {
         // O_TMPFILE (hidden from Swift by Glibc): __O_TMPFILE | O_DIRECTORY.
         let unnamed = openat(folder.rawValue, ".", 0o20000000 | O_DIRECTORY | O_WRONLY | O_CLOEXEC, mode)
         guard unnamed >= 0 else {
@@ -344,7 +359,7 @@ public enum AtomicFile {
             throw Errno(rawValue: code)
         }
         let file = OwnedDescriptor(taking: unnamed)
-        try fill(file, with: bytes, mode: mode)
+        try fill(file, with: bytes, mode: mode, sync: sync)
         let source = "/proc/self/fd/\(file.rawValue)"
         if linkat(AT_FDCWD, source, folder.rawValue, name, AT_SYMLINK_FOLLOW) == 0 { return true }
         guard errno == EEXIST else {
@@ -357,7 +372,7 @@ public enum AtomicFile {
         return true
     }
 
-    private static func fill(_ file: OwnedDescriptor, with bytes: [UInt8], mode: mode_t) throws(Errno) {
+    private static func fill(_ file: OwnedDescriptor, with bytes: [UInt8], mode: mode_t, sync: Bool) throws(Errno) {
         _ = try syscallRetrying { fchmod(file.rawValue, mode) }
         var offset = 0
         while offset < bytes.count {
@@ -365,7 +380,7 @@ public enum AtomicFile {
                 bytes.withUnsafeBytes { Glibc.write(file.rawValue, $0.baseAddress! + offset, $0.count - offset) }
             }
         }
-        _ = try syscallRetrying { fsync(file.rawValue) }
+        if sync { _ = try syscallRetrying { fsync(file.rawValue) } }
     }
 
     private static func renameOrRemove(_ temporary: String, to name: String, in folder: OwnedDescriptor) throws(Errno) {

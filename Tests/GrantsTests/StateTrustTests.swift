@@ -204,6 +204,33 @@ import Sandbox
         }
     }
 
+    @Test(.enabled(if: isRoot, "lchown needs root"), arguments: ["state path", "link target"])
+    func aSlashBeforeACombiningMarkStillSeparatesNames(where place: String) throws {
+        // "/" then U+0301 is one Character: split by Character, "state/\u{301}x"
+        // stayed one name, and opening it followed the link `state`, which
+        // another user made in a sticky folder, without the check above.
+        let home = Home()
+        let sticky = home.path + "/sticky"
+        let real = home.path + "/real"
+        for folder in [sticky, real] { try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true) }
+        #expect(chmod(sticky, 0o1777) == 0)
+        try FileManager.default.createSymbolicLink(atPath: sticky + "/state", withDestinationPath: real)
+        #expect(lchown(sticky + "/state", 65534, 65534) == 0)
+        var state = sticky + "/state/\u{301}x"
+        if place == "link target" {
+            // The user's own link, in their own folder, whose target holds the same trap.
+            try FileManager.default.createSymbolicLink(atPath: home.path + "/mine", withDestinationPath: state)
+            state = home.path + "/mine"
+        }
+        do {
+            _ = try GrantBroker(state: StateDirectory(path: state + "/sandboxed-run"))
+            Issue.record("a link another user made in a sticky folder was followed")
+        } catch {
+            #expect("\(error)".contains("\(sticky)/state is a link in the shared folder \(sticky), made by uid 65534"), "\(error)")
+        }
+        #expect(!FileManager.default.fileExists(atPath: real + "/\u{301}x"), "nothing was made through the link")
+    }
+
     @Test(.enabled(if: isRoot, "mounting needs root"))
     func aStateOnAReadOnlyMountServesReadsAndSaysWhyItCannotWrite() throws {
         // Root passes every permission check: a read-only bind mount is what stops it.
