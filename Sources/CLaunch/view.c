@@ -262,6 +262,10 @@ int csb_view_build(const struct csb_child_plan *plan, const struct csb_keeper_pl
             goto done;
         }
     }
+    if (keeper->grant_area && csb_grant_area_build(plan, keeper, mounts.root) != 0) {
+        csb_view_fail(failure, CSB_VIEW_FAILED_GRANT_AREA);
+        goto done;
+    }
     mounts.pts = csb_devpts();
     if (mounts.pts < 0 || move_mount(mounts.pts, "", mounts.dev, "pts", MOVE_MOUNT_F_EMPTY_PATH) != 0) {
         csb_view_fail(failure, CSB_VIEW_FAILED_DEV);

@@ -62,6 +62,9 @@ struct Run: ParsableCommand {
     @Option(help: "private (default): a root holding only the container, the grants and the policy's system paths, and a network namespace of its own without a network entitlement; host: the host's tree, read-only where the rules allow, every other path visible to stat.")
     var view: FileSystemView?
 
+    @Option(help: "A program that asks the person for a folder while the command runs (`$SANDBOXED_RUN open-panel` inside): run unconfined with the prompt as its argument, it prints the chosen folder's absolute path and a newline. Needs the private view and a policy with a user-selected key.")
+    var picker: String?
+
     @Argument(parsing: .captureForPassthrough, help: "The command and its arguments, after --.")
     var command: [String] = []
 
@@ -93,6 +96,7 @@ struct RunOptions {
     var denialsLimit: String?
     var superviseMetadata = false
     var view: FileSystemView = .private
+    var picker: String?
     var command: [String] = []
 
     /// One option: its name, whether it takes a value and may repeat, and
@@ -151,6 +155,7 @@ struct RunOptions {
             }
             options.view = view
         },
+        .value("--picker") { options, text in options.picker = text },
     ]
 
     /// Parses `run`'s words: options, then the command, after `--` or from
@@ -263,8 +268,14 @@ struct RunOptions {
 
         request.readOnlyMounts = !superviseMetadata
         request.view = view
+        // Live grants only with a picker to ask (the terminal's is not
+        // offered for them yet): without one the command gets no broker.
+        if picker != nil { request.liveGrants = .attach }
         LaunchPhases.mark("request")
         let plan = try ConfinementPlan(request)
+        if let picker {
+            plan.liveGrants?.handler = session.liveGrantService(app: request.app, policy: policy, picker: AskpassPicker(program: picker)).handle
+        }
         if report || !plan.report.missing.isEmpty {
             Console.lines(plan.report.text.split(separator: "\n").map(String.init))
         }

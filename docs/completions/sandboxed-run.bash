@@ -173,13 +173,13 @@ _sandboxed-run() {
     unset 'unparsed_words[0]'
     unparsed_words=("${unparsed_words[@]}")
     case "${subcommand}" in
-    run|pick|resolve|grants|container|doctor|append|coordinate|sync-simulator|versions|help)
+    run|pick|resolve|grants|container|doctor|append|open-panel|coordinate|sync-simulator|versions|help)
         # Offer subcommand argument completions
         "_sandboxed-run_${subcommand}"
         ;;
     *)
         # Offer subcommand completions
-        COMPREPLY+=($(compgen -W 'run pick resolve grants container doctor append coordinate sync-simulator versions help' -- "${cur}"))
+        COMPREPLY+=($(compgen -W 'run pick resolve grants container doctor append open-panel coordinate sync-simulator versions help' -- "${cur}"))
         ;;
     esac
 }
@@ -188,7 +188,7 @@ _sandboxed-run_run() {
     repeating_flags=()
     non_repeating_flags=(--best-effort --report --explain --supervise-metadata --version -h --help)
     repeating_options=(--keep-fd --setenv --keep-env --grant)
-    non_repeating_options=(--app --policy --on-stale --on-missing --chdir --denials --denials-limit --view)
+    non_repeating_options=(--app --policy --on-stale --on-missing --chdir --denials --denials-limit --view --picker)
     __sandboxed-run_offer_flags_options -1
 
     # Offer option value completions
@@ -230,6 +230,9 @@ _sandboxed-run_run() {
         ;;
     '--view')
         __sandboxed-run_add_completions -W 'private'$'\n''host'
+        return
+        ;;
+    '--picker')
         return
         ;;
     esac
@@ -419,6 +422,21 @@ _sandboxed-run_append() {
         return
         ;;
     '--download')
+        return
+        ;;
+    esac
+}
+
+_sandboxed-run_open-panel() {
+    repeating_flags=()
+    non_repeating_flags=(--read-only --version -h --help)
+    repeating_options=()
+    non_repeating_options=(--prompt)
+    __sandboxed-run_offer_flags_options 0
+
+    # Offer option value completions
+    case "${prev}" in
+    '--prompt')
         return
         ;;
     esac

@@ -137,6 +137,15 @@ struct csb_keeper_plan {
     /// terminal's), or NULL.
     const void *_Nullable pty_modes;
     const void *_Nullable pty_window;
+    /// Live grants (needs `private_view`): the grant area, a tmpfs at
+    /// CSB_GRANT_AREA in the view, read-only for the command, with a rule of
+    /// `grant_area_access` in its layer (and REFER in each layer that keeps
+    /// writable folders apart), and the grant helper, which attaches folders
+    /// there while the command runs (see grantarea.c).
+    int grant_area;
+    uint64_t grant_area_access;
+    /// The helper's end of its socket with the launcher (close-on-exec).
+    int grant_helper_fd;
 };
 
 /// One step of the private view, applied in order, paths relative to the
@@ -185,6 +194,7 @@ enum csb_view_failure {
     CSB_VIEW_FAILED_RULES = -8,     // Landlock rules for the keeper's own mounts
     CSB_VIEW_FAILED_PTY = -9,       // the command's pty in its own devpts
     CSB_VIEW_FAILED_CHECK = -10,    // a path followed in the view is not what the launcher verified
+    CSB_VIEW_FAILED_GRANT_AREA = -11, // the live grants' area, its namespaces or its helper
 };
 
 /// What the keeper reports in CSB_KEEPER_NAMESPACES (a bit set).
@@ -235,6 +245,49 @@ enum csb_keeper_message {
 /// report socket; read it with `csb_child_report`.
 int csb_spawn_kept(const struct csb_child_plan *plan, const struct csb_keeper_plan *keeper,
                    pid_t *keeper_pid, int *keeper_pidfd, int *report_fd);
+
+// MARK: Live grants
+
+/// Where the grant area is in the view.
+#define CSB_GRANT_AREA "/run/sandboxed-run/grants"
+
+enum csb_grant_operation {
+    CSB_GRANT_ATTACH = 1,   // clone `path` (it must be device/inode) and attach it at CSB_GRANT_AREA/`name`
+    CSB_GRANT_DETACH = 2,   // detach CSB_GRANT_AREA/`name` and remove its mount point
+};
+
+enum csb_grant_flags {
+    CSB_GRANT_WRITABLE = 1,   // not made read-only
+    CSB_GRANT_EXECUTE = 2,    // not made noexec
+};
+
+/// One request from the launcher to the grant helper (one SEQPACKET message).
+struct csb_grant_request {
+    uint32_t operation;     // csb_grant_operation
+    uint32_t flags;         // csb_grant_flags
+    uint64_t device;        // ATTACH: the inode the launcher verified, held open until the answer
+    uint64_t inode;
+    char name[16];          // the mount point in the area: digits, NUL-terminated
+    char path[4096];        // ATTACH: the host's path (the kernel's name of the launcher's descriptor)
+};
+
+/// The helper's answer: 0, or the errno of the step that failed.
+struct csb_grant_reply {
+    int32_t error;
+    int32_t step;           // csb_grant_step
+};
+
+enum csb_grant_step {
+    CSB_GRANT_STEP_REQUEST = 1,  // the request itself was malformed
+    CSB_GRANT_STEP_HOST,         // entering the namespace that sees the host's tree
+    CSB_GRANT_STEP_CLONE,        // cloning the folder there (open_tree)
+    CSB_GRANT_STEP_IDENTITY,     // the clone is not the inode the launcher verified
+    CSB_GRANT_STEP_FLAGS,        // nosuid, nodev, read-only, noexec on the clone
+    CSB_GRANT_STEP_VIEW,         // entering the view's namespace again
+    CSB_GRANT_STEP_MOUNT_POINT,  // making the mount point in the area
+    CSB_GRANT_STEP_ATTACH,       // move_mount into the area
+    CSB_GRANT_STEP_DETACH,       // umount2 of a grant
+};
 
 /// Reads one message of the report: returns 1 with `stage`/`error`/`value`
 /// (and `received_fd` for the listener), or 0 at end of file (the keeper exited).

@@ -11,7 +11,7 @@ extension ConfinementPlan {
     /// stops with `.viewUnavailable`, or under best effort runs in the host
     /// view (`ConfinedProcess.viewNotice` says why).
     public func launch() throws(SandboxError) -> ConfinedProcess {
-        let kept = request.keptDescriptors.filter { $0 > 2 }
+        let kept = request.keptDescriptors.filter { $0 > 2 } + (liveGrants?.commandDescriptor.map { [$0] } ?? [])
         let layout = request.terminal == .automatic
             ? TerminalRelay.Layout(standardInput: request.standardInput, standardOutput: request.standardOutput, standardError: request.standardError)
             : nil
@@ -21,6 +21,10 @@ extension ConfinementPlan {
             switch try attempt(view: view, layout: layout, kept: kept) {
             case .started(let process):
                 process.viewNotice = notice
+                if let liveGrants {
+                    liveGrants.commandStarted()
+                    process.liveGrants = liveGrants
+                }
                 return process
             case .viewUnavailable(let reason):
                 guard view == .private, request.compatibility == .bestEffort else { throw .viewUnavailable(reason) }
@@ -156,6 +160,9 @@ extension ConfinementPlan {
         // The keeper is a fork: it reads its own copy of everything below.
         let filter = try filter(view: view, readOnlyMounts: readOnly)
         let ptySlots: CInt = privateView != nil ? layout?.slots ?? 0 : 0
+        // The grant area and its helper: in the private view, when the
+        // launch can attach folders (`LiveGrantSupport.attach`).
+        let grantHelper = privateView != nil && request.liveGrants == .attach && liveGrants != nil ? try LiveGrantHelperPair() : nil
         let image = LaunchImage()
         image.planChild { plan, image in
             plan.path = image.string(executable)
@@ -207,6 +214,11 @@ extension ConfinementPlan {
                 keeper.tmp_access = ruleset?.rights(Self.temporaryRights(policy: request.policy, refer: reparenting?.allowsRefer ?? false)).rawValue ?? 0
                 keeper.terminal_access = ruleset?.rights([.readFile, .writeFile, .readDir, .ioctlDev]).rawValue ?? 0
                 keeper.pty_slots = ptySlots
+                if let grantHelper {
+                    keeper.grant_area = 1
+                    keeper.grant_area_access = ruleset?.rights(Self.grantAreaRights(policy: request.policy, refer: reparenting?.allowsRefer ?? false)).rawValue ?? 0
+                    keeper.grant_helper_fd = grantHelper.helperEnd.rawValue
+                }
                 if ptySlots != 0 {
                     keeper.pty_modes = layout?.modes.map { modes in UnsafeRawPointer(image.array([modes])!) }
                     keeper.pty_window = layout?.window.map { size in UnsafeRawPointer(image.array([size])!) }
@@ -258,9 +270,15 @@ extension ConfinementPlan {
             switch message {
             case .running(let pid):
                 LaunchPhases.mark("command started")
-                return .started(ConfinedProcess(
+                let process = ConfinedProcess(
                     pid: pid, keeper: keeper, listener: listener, relay: relay, namespaces: namespaces, view: view, supervisor: supervisor,
-                    report: report))
+                    report: report)
+                if let grantHelper, namespaces.contains(.view) {
+                    liveGrants?.area = LiveGrantArea(helper: grantHelper.launcherEnd, executeAllowed: request.policy.executeFiles)
+                } else {
+                    liveGrants?.area = nil
+                }
+                return .started(process)
             case .listener(let fd):
                 LaunchPhases.mark("child confined")
                 listener = fd
@@ -418,6 +436,8 @@ public final class ConfinedProcess: @unchecked Sendable {
             name: "private view (only the container, the grants and the policy's system paths exist)", enforced: view == .private, detail: detail))
     }
     private let planReport: EnforcementReport
+    /// The live-grant broker served while waiting, nil without one.
+    public internal(set) var liveGrants: LiveGrantBroker?
     let keeper: Keeper
     let listener: OwnedDescriptor?
     let relay: TerminalRelay?
@@ -502,6 +522,8 @@ public final class ConfinedProcess: @unchecked Sendable {
         loop: while true {
             var fds = [pollfd(fd: keeper.report.rawValue, events: Int16(POLLIN), revents: 0)]
             if serving, let listener { fds.append(pollfd(fd: listener.rawValue, events: Int16(POLLIN), revents: 0)) }
+            let brokerIndex = fds.count
+            if let liveGrants { fds.append(pollfd(fd: liveGrants.socket.rawValue, events: Int16(POLLIN), revents: 0)) }
             let relayStart = fds.count
             relay?.addRequests(to: &fds)
             let ready = poll(&fds, nfds_t(fds.count), -1)
@@ -516,6 +538,10 @@ public final class ConfinedProcess: @unchecked Sendable {
                 } else if fds[1].revents & Int16(POLLHUP | POLLERR | POLLNVAL) != 0 {
                     serving = false  // every process holding the filter is gone
                 }
+            }
+            if let liveGrants, fds[brokerIndex].revents != 0 {
+                // One request at a time; once every process holding the command's end is gone, no more.
+                if fds[brokerIndex].revents & Int16(POLLIN) == 0 || !liveGrants.serveOne() { self.liveGrants = nil }
             }
             relay?.serve(fds[relayStart...])
             if fds[0].revents != 0 {

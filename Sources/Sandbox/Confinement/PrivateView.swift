@@ -317,6 +317,7 @@ struct ViewPlan {
         case CSB_VIEW_FAILED_READ_ONLY.rawValue: return "making the new root and /dev read-only"
         case CSB_VIEW_FAILED_RULES.rawValue: return "adding Landlock rules for /tmp and the terminals"
         case CSB_VIEW_FAILED_PTY.rawValue: return "opening the command's pty in its own devpts"
+        case CSB_VIEW_FAILED_GRANT_AREA.rawValue: return "making the live grants' area, its namespace or its helper"
         case CSB_VIEW_FAILED_CHECK.rawValue: return "checking a path reached through a link (the host changed it during the launch)"
         default: return "step \(failure)"
         }

@@ -1,0 +1,371 @@
+@preconcurrency import Glibc
+import CLaunch
+import CSyscalls
+import SystemPackage
+
+/// Live grants: what a launch offers the command while it runs.
+public enum LiveGrantSupport: Sendable, Equatable {
+    /// No broker socket.
+    case none
+    /// The broker socket (when the policy has a `user-selected` key), every
+    /// request answered by `LiveGrantBroker.handler`; nothing can be attached.
+    case broker
+    /// The socket, and in the private view the grant area and its helper, so
+    /// that the handler can attach folders (`LiveGrantArea.attach`).
+    case attach
+}
+
+// MARK: The wire protocol (docs/live-grants.md)
+
+/// One request from the command: every byte of it is the command's.
+public struct LiveGrantRequest: Equatable, Sendable {
+    public enum Operation: UInt8, Sendable {
+        /// Ask the user for a folder.
+        case openPanel = 1
+    }
+
+    public var operation: Operation
+    /// Ask for read-only access (the policy may cap a read-write one).
+    public var readOnly: Bool
+    /// Text for the picker: shown escaped and cut to `LiveGrantRequest.shownPrompt` characters.
+    public var prompt: [UInt8]
+
+    public static let version: UInt8 = 1
+    public static let headerSize = 6
+    public static let maximumPrompt = 512
+    /// The largest request; anything longer is refused whole.
+    public static let maximumSize = headerSize + maximumPrompt
+    static let readOnlyFlag: UInt8 = 1
+
+    public init(operation: Operation, readOnly: Bool, prompt: [UInt8]) {
+        self.operation = operation
+        self.readOnly = readOnly
+        self.prompt = prompt
+    }
+
+    /// version, operation, flags, 0, prompt length (u16 little-endian), prompt.
+    public func encoded() -> [UInt8] {
+        let length = min(prompt.count, Self.maximumPrompt)
+        return [Self.version, operation.rawValue, readOnly ? Self.readOnlyFlag : 0, 0, UInt8(length & 0xFF), UInt8(length >> 8)]
+            + prompt.prefix(length)
+    }
+
+    /// Decodes exactly one request; anything else is refused, naming why.
+    public static func decode(_ bytes: [UInt8]) throws(LiveGrantWireError) -> LiveGrantRequest {
+        guard bytes.count >= headerSize else { throw .malformed("a request is at least \(headerSize) bytes, this one \(bytes.count)") }
+        guard bytes.count <= maximumSize else { throw .malformed("a request is at most \(maximumSize) bytes") }
+        guard bytes[0] == version else { throw .malformed("protocol version \(bytes[0]); this broker speaks \(version)") }
+        guard let operation = Operation(rawValue: bytes[1]) else { throw .malformed("unknown operation \(bytes[1])") }
+        guard bytes[2] & ~readOnlyFlag == 0, bytes[3] == 0 else { throw .malformed("unknown flags") }
+        let length = Int(bytes[4]) | Int(bytes[5]) << 8
+        guard length <= maximumPrompt, bytes.count == headerSize + length else {
+            throw .malformed("the prompt's length (\(length)) does not match the request's (\(bytes.count - headerSize) bytes after the header)")
+        }
+        return LiveGrantRequest(operation: operation, readOnly: bytes[2] & readOnlyFlag != 0, prompt: Array(bytes[headerSize...]))
+    }
+}
+
+/// The broker's answer.
+public struct LiveGrantReply: Equatable, Sendable {
+    public enum Status: UInt8, Sendable {
+        /// `text` is the path at which the command now reaches the folder.
+        case granted = 0
+        /// The user chose nothing.
+        case cancelled = 1
+        /// Nobody to ask: the launch has no picker.
+        case noPicker = 2
+        /// Live grants cannot be had in this sandbox (the host view, a policy without the keys).
+        case unavailable = 3
+        /// The folder may not be granted, or attaching it failed; `text` says why.
+        case refused = 4
+        /// The request was not one this broker understands; nothing was done.
+        case malformed = 5
+        /// Too many requests: the user is not asked again yet.
+        case busy = 6
+    }
+
+    public var status: Status
+    /// A path (granted) or a message, as bytes.
+    public var text: [UInt8]
+
+    public static let maximumText = 8192
+    public static let maximumSize = 4 + maximumText
+
+    public init(status: Status, text: [UInt8]) {
+        self.status = status
+        self.text = Array(text.prefix(Self.maximumText))
+    }
+
+    public init(status: Status, message: String) {
+        self.init(status: status, text: Array(message.utf8))
+    }
+
+    /// version, status, text length (u16 little-endian), text.
+    public func encoded() -> [UInt8] {
+        [LiveGrantRequest.version, status.rawValue, UInt8(text.count & 0xFF), UInt8(text.count >> 8)] + text
+    }
+
+    public static func decode(_ bytes: [UInt8]) throws(LiveGrantWireError) -> LiveGrantReply {
+        guard bytes.count >= 4, bytes.count <= maximumSize else { throw .malformed("a reply of \(bytes.count) bytes") }
+        guard bytes[0] == LiveGrantRequest.version else { throw .malformed("protocol version \(bytes[0])") }
+        guard let status = Status(rawValue: bytes[1]) else { throw .malformed("unknown status \(bytes[1])") }
+        let length = Int(bytes[2]) | Int(bytes[3]) << 8
+        guard bytes.count == 4 + length else { throw .malformed("the text's length does not match the reply's") }
+        return LiveGrantReply(status: status, text: Array(bytes[4...]))
+    }
+}
+
+public enum LiveGrantWireError: Error, Equatable, CustomStringConvertible, Sendable {
+    case malformed(String)
+
+    public var description: String {
+        switch self {
+        case .malformed(let why): "malformed live-grant message: \(why)"
+        }
+    }
+}
+
+// MARK: The broker's socket
+
+/// The launcher's end of the command's broker socket (SOCK_SEQPACKET, an
+/// inherited descriptor, no path anywhere). One request is read and
+/// answered at a time; a request with descriptors or credentials attached,
+/// longer than `LiveGrantRequest.maximumSize`, or malformed is answered
+/// `.malformed` and nothing else happens.
+public final class LiveGrantBroker: @unchecked Sendable {
+    let socket: OwnedDescriptor
+    /// The command's end, until the command has it.
+    private(set) var commandEnd: OwnedDescriptor?
+    /// Decides each well-formed request. `area` is nil where nothing can be
+    /// attached (the host view, or `LiveGrantSupport.broker`).
+    public var handler: ((LiveGrantRequest, LiveGrantArea?) -> LiveGrantReply)?
+    /// The area of the running sandbox, set by the launch.
+    var area: LiveGrantArea?
+    /// Requests answered so far (each a message read), for tests and reports.
+    public private(set) var served = 0
+
+    init() throws(SandboxError) {
+        var pair: [CInt] = [-1, -1]
+        guard socketpair(AF_UNIX, CInt(SOCK_SEQPACKET.rawValue) | CInt(SOCK_CLOEXEC.rawValue), 0, &pair) == 0 else {
+            throw .setup(step: "making the live-grant broker's socket", errno: Errno(rawValue: errno))
+        }
+        socket = OwnedDescriptor(taking: pair[0])
+        commandEnd = OwnedDescriptor(taking: pair[1])
+    }
+
+    /// The command's end's number, the same in the command (it is kept, not moved).
+    var commandDescriptor: CInt? { commandEnd?.rawValue }
+
+    /// Once the command holds its end: ours closes, so that the socket
+    /// reports its end when the command's last process is gone.
+    func commandStarted() { commandEnd = nil }
+
+    /// Reads and answers one request; false once the command's end is closed.
+    func serveOne() -> Bool {
+        var buffer = [UInt8](repeating: 0, count: LiveGrantRequest.maximumSize + 1)
+        var message = msghdr()
+        let received: Int = buffer.withUnsafeMutableBytes { bytes in
+            var vector = iovec(iov_base: bytes.baseAddress, iov_len: bytes.count)
+            return withUnsafeMutablePointer(to: &vector) { vector in
+                message.msg_iov = vector
+                message.msg_iovlen = 1
+                // No control buffer: a descriptor the command sends never
+                // enters the launcher; the kernel drops it and says so (MSG_CTRUNC).
+                message.msg_control = nil
+                message.msg_controllen = 0
+                while true {
+                    let got = recvmsg(socket.rawValue, &message, CInt(MSG_DONTWAIT) | CInt(MSG_CMSG_CLOEXEC))
+                    if got < 0 && errno == EINTR { continue }
+                    return got
+                }
+            }
+        }
+        if received == 0 { return false }
+        if received < 0 { return errno == EAGAIN }
+        served += 1
+        let reply: LiveGrantReply
+        if message.msg_flags & CInt(MSG_CTRUNC) != 0 {
+            reply = LiveGrantReply(status: .malformed, message: "descriptors or credentials sent with a request are refused")
+        } else if message.msg_flags & CInt(MSG_TRUNC) != 0 || received > LiveGrantRequest.maximumSize {
+            reply = LiveGrantReply(status: .malformed, message: "a request is at most \(LiveGrantRequest.maximumSize) bytes")
+        } else {
+            do {
+                let request = try LiveGrantRequest.decode(Array(buffer[..<received]))
+                reply = handler?(request, area) ?? LiveGrantReply(status: .unavailable, message: "this launch answers no live-grant requests")
+            } catch {
+                reply = LiveGrantReply(status: .malformed, message: error.description)
+            }
+        }
+        let bytes = reply.encoded()
+        // The command reads its answers: one that never does only stops its own requests.
+        _ = bytes.withUnsafeBytes { send(socket.rawValue, $0.baseAddress, $0.count, CInt(MSG_DONTWAIT) | CInt(MSG_NOSIGNAL)) }
+        return true
+    }
+}
+
+// MARK: The grant area
+
+/// The grant area of a running sandbox's private view: the launcher's end
+/// of the grant helper's socket (see `Sources/CLaunch/grantarea.c`).
+public final class LiveGrantArea: @unchecked Sendable {
+    /// Where the area is in the view: each grant is a folder beneath it.
+    public static let path = FilePath(CSB_GRANT_AREA)
+
+    let helper: OwnedDescriptor
+    let executeAllowed: Bool
+    private var next = 1
+    /// How long the helper may take to answer (a folder on a stuck network mount).
+    static let timeout: CInt = 10_000
+
+    init(helper: OwnedDescriptor, executeAllowed: Bool) {
+        self.helper = helper
+        self.executeAllowed = executeAllowed
+    }
+
+    /// Attaches `folder` (held open until the helper answered, so its inode
+    /// cannot be reused) and returns where the command reaches it now:
+    /// read-only unless `writable`, nosuid, nodev, noexec unless the policy
+    /// lets the command execute files of its grants.
+    public func attach(_ folder: OwnedDescriptor, writable: Bool) throws(LiveGrantAreaError) -> FilePath {
+        guard let status = try? folder.status(), status.isDirectory, let path = FilePath.pathBytes(ofDescriptor: folder.rawValue),
+              path.first == UInt8(ascii: "/"), path.count < 4096 else {
+            throw .notAttachable("the folder has no path the sandbox's host namespace could find it at (deleted, or not reachable from /)")
+        }
+        let name = String(next)
+        next += 1
+        var request = csb_grant_request()
+        request.operation = UInt32(CSB_GRANT_ATTACH.rawValue)
+        request.flags = (writable ? UInt32(CSB_GRANT_WRITABLE.rawValue) : 0) | (executeAllowed ? UInt32(CSB_GRANT_EXECUTE.rawValue) : 0)
+        request.device = UInt64(status.st_dev)
+        request.inode = UInt64(status.st_ino)
+        withUnsafeMutableBytes(of: &request.name) { bytes in for (i, byte) in name.utf8.enumerated() { bytes[i] = byte } }
+        withUnsafeMutableBytes(of: &request.path) { bytes in for (i, byte) in path.enumerated() { bytes[i] = byte } }
+        try exchange(request)
+        return Self.path.appending(name)
+    }
+
+    /// Detaches a grant attached at `path` (one `attach` returned): new
+    /// lookups fail, descriptors already open keep working.
+    public func detach(_ path: FilePath) throws(LiveGrantAreaError) {
+        guard path.removingLastComponent() == Self.path, let name = path.lastComponent?.string,
+              !name.isEmpty, name.count < 16, name.utf8.allSatisfy({ (0x30...0x39).contains($0) }) else {
+            throw .notAttachable("\(path) is not a live grant")
+        }
+        var request = csb_grant_request()
+        request.operation = UInt32(CSB_GRANT_DETACH.rawValue)
+        withUnsafeMutableBytes(of: &request.name) { bytes in for (i, byte) in name.utf8.enumerated() { bytes[i] = byte } }
+        try exchange(request)
+    }
+
+    private func exchange(_ request: csb_grant_request) throws(LiveGrantAreaError) {
+        var request = request
+        let sent = withUnsafeBytes(of: &request) { bytes in
+            var result: Int
+            repeat { result = send(helper.rawValue, bytes.baseAddress, bytes.count, CInt(MSG_NOSIGNAL)) } while result < 0 && errno == EINTR
+            return result
+        }
+        guard sent == MemoryLayout<csb_grant_request>.size else { throw .helperGone(Errno(rawValue: errno)) }
+        var ready = pollfd(fd: helper.rawValue, events: Int16(POLLIN), revents: 0)
+        var polled: CInt
+        repeat { polled = poll(&ready, 1, Self.timeout) } while polled < 0 && errno == EINTR
+        guard polled == 1 else { throw .helperGone(polled == 0 ? .timedOut : Errno(rawValue: errno)) }
+        var reply = csb_grant_reply()
+        let got = withUnsafeMutableBytes(of: &reply) { recv(helper.rawValue, $0.baseAddress, $0.count, 0) }
+        guard got == MemoryLayout<csb_grant_reply>.size else { throw .helperGone(got == 0 ? .brokenPipe : Errno(rawValue: errno)) }
+        if reply.error != 0 { throw .failed(step: Self.describe(step: reply.step), errno: Errno(rawValue: reply.error)) }
+    }
+
+    static func describe(step: Int32) -> String {
+        switch UInt32(step) {
+        case CSB_GRANT_STEP_REQUEST.rawValue: "the request to the grant helper"
+        case CSB_GRANT_STEP_HOST.rawValue: "entering the namespace that sees the host's tree"
+        case CSB_GRANT_STEP_CLONE.rawValue: "cloning the folder (a folder mounted on the host after the launch is not there)"
+        case CSB_GRANT_STEP_IDENTITY.rawValue: "checking the clone is the folder chosen (it was moved or replaced meanwhile)"
+        case CSB_GRANT_STEP_FLAGS.rawValue: "making the clone nosuid, nodev, read-only or noexec"
+        case CSB_GRANT_STEP_VIEW.rawValue: "entering the view's namespace again"
+        case CSB_GRANT_STEP_MOUNT_POINT.rawValue: "making the mount point in the grant area"
+        case CSB_GRANT_STEP_ATTACH.rawValue: "attaching the folder in the grant area"
+        case CSB_GRANT_STEP_DETACH.rawValue: "detaching the grant"
+        default: "step \(step)"
+        }
+    }
+}
+
+public enum LiveGrantAreaError: Error, Equatable, CustomStringConvertible, Sendable {
+    case notAttachable(String)
+    /// The helper did not answer (it ended with the sandbox, or hangs).
+    case helperGone(Errno)
+    case failed(step: String, errno: Errno)
+
+    public var description: String {
+        switch self {
+        case .notAttachable(let why): why
+        case .helperGone(let error): "the sandbox's grant helper did not answer (\(error)): the sandbox is ending"
+        case .failed(let step, let error): "\(step) failed: \(error)"
+        }
+    }
+}
+
+/// The socket between the launcher and one launch's grant helper.
+struct LiveGrantHelperPair {
+    let launcherEnd: OwnedDescriptor
+    let helperEnd: OwnedDescriptor
+
+    init() throws(SandboxError) {
+        var pair: [CInt] = [-1, -1]
+        guard socketpair(AF_UNIX, CInt(SOCK_SEQPACKET.rawValue) | CInt(SOCK_CLOEXEC.rawValue), 0, &pair) == 0 else {
+            throw .setup(step: "making the grant helper's socket", errno: Errno(rawValue: errno))
+        }
+        launcherEnd = OwnedDescriptor(taking: pair[0])
+        helperEnd = OwnedDescriptor(taking: pair[1])
+    }
+}
+
+extension ConfinementPlan {
+    /// The command's rights in the grant area: what the policy lets a
+    /// user-selected folder have (read-only or a grant's read-write rights,
+    /// links only with `files.symbolic-links`), execute only with
+    /// `files.execute`. Each grant's mount flags narrow it further.
+    static func grantAreaRights(policy: Policy, refer: Bool) -> Landlock.FileAccess {
+        var rights = policy.userSelectedAccess == .readWrite ? temporaryRights(policy: policy, refer: refer) : Landlock.FileAccess.readOnly
+        if policy.executeFiles { rights.insert(.execute) } else { rights.remove(.execute) }
+        return rights
+    }
+}
+
+// MARK: The client (inside the sandbox)
+
+/// The command's side: one request on the inherited broker socket, and its answer.
+public enum LiveGrantClient {
+    /// `fd` must be a SOCK_SEQPACKET socket (the broker's, inherited).
+    public static func send(_ request: LiveGrantRequest, on fd: CInt) throws(LiveGrantClientError) -> LiveGrantReply {
+        var type: CInt = 0
+        var length = socklen_t(MemoryLayout<CInt>.size)
+        guard getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &length) == 0, type == CInt(SOCK_SEQPACKET.rawValue) else {
+            throw .notABroker(fd)
+        }
+        let bytes = request.encoded()
+        var sent: Int
+        repeat { sent = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, CInt(MSG_NOSIGNAL)) } } while sent < 0 && errno == EINTR
+        guard sent == bytes.count else { throw .brokerGone(Errno(rawValue: errno)) }
+        var buffer = [UInt8](repeating: 0, count: LiveGrantReply.maximumSize + 1)
+        var got: Int
+        repeat { got = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) } } while got < 0 && errno == EINTR
+        guard got > 0 else { throw .brokerGone(got == 0 ? .brokenPipe : Errno(rawValue: errno)) }
+        do { return try LiveGrantReply.decode(Array(buffer[..<got])) } catch { throw .malformedReply(error.description) }
+    }
+}
+
+public enum LiveGrantClientError: Error, Equatable, CustomStringConvertible, Sendable {
+    case notABroker(CInt)
+    case brokerGone(Errno)
+    case malformedReply(String)
+
+    public var description: String {
+        switch self {
+        case .notABroker(let fd): "descriptor \(fd) is not a live-grant broker's socket"
+        case .brokerGone(let error): "the broker did not answer (\(error))"
+        case .malformedReply(let why): why
+        }
+    }
+}
