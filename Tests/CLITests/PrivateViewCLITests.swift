@@ -119,24 +119,26 @@ import Testing
     /// A policy's read-write system path is writable whether stdout is a
     /// pipe or a file (read-only mounts depend on where stdout goes, and
     /// the view's binds must not).
-    @Test func aSystemPathHasTheSameRightsWhateverStdoutIs() throws {
+    @Test(arguments: ["private", "host"]) func aSystemPathHasTheSameRightsWhateverStdoutIs(view: String) throws {
         let shared = home.path + "/shared"
         try FileManager.default.createDirectory(atPath: shared, withIntermediateDirectories: true)
         let policy = home.path + "/policy.json"
         try """
             {"com.apple.security.app-sandbox": true,
              "org.sandboxed-run.system-paths.read-execute": ["/usr", "/lib", "/lib64", "/bin"],
-             "org.sandboxed-run.system-paths.read-write": ["\(shared)", "/dev/null"]}
+             "org.sandboxed-run.system-paths.read-write": ["\(shared)", "\(home.path)/single.log", "/dev/null"]}
             """.write(toFile: policy, atomically: true, encoding: .utf8)
-        let toPipe = try run(["--policy", policy], "echo piped > \(shared)/a && echo ok")
+        FileManager.default.createFile(atPath: home.path + "/single.log", contents: Data())
+        let toPipe = try run(["--policy", policy, "--view", view], "echo piped > \(shared)/a && echo piped >> \(home.path)/single.log && echo ok")
         #expect(toPipe.stdout == "ok\n", "\(toPipe.stderr)")
         let file = home.path + "/out.txt"
-        let toFile = try CLI.program("/bin/sh", ["-c", "'\(CLI.binary)' run --app \(Self.app) --policy \(policy) -- /bin/sh -c 'echo filed > \(shared)/b && echo ok' > \(file)"],
+        let toFile = try CLI.program("/bin/sh", ["-c", "'\(CLI.binary)' run --app \(Self.app) --policy \(policy) --view \(view) -- /bin/sh -c 'echo filed > \(shared)/b && echo filed >> \(home.path)/single.log && echo ok' > \(file)"],
                                      environment: home.environment)
         #expect(toFile.status == 0, "\(toFile.stderr)")
         #expect(try String(contentsOfFile: file, encoding: .utf8) == "ok\n")
         #expect(try String(contentsOfFile: shared + "/a", encoding: .utf8) == "piped\n")
         #expect(try String(contentsOfFile: shared + "/b", encoding: .utf8) == "filed\n")
+        #expect(try String(contentsOfFile: home.path + "/single.log", encoding: .utf8) == "piped\nfiled\n")
     }
 
     @Test func theLaunchersOwnAppendWorksInside() throws {
