@@ -24,12 +24,14 @@ run "$bin" run --app com.example.memo -- /bin/sh -c 'cat Documents/daily/*.md'
 say "The same tool, turned hostile, reaches nothing else"
 attack='
 for f in /etc/shadow "$REAL_HOME/.bash_history"; do cat "$f" >/dev/null 2>&1 && echo "read $f: YES" || echo "read $f: refused"; done
-{ echo owned > /tmp/owned; } 2>/dev/null && echo "write /tmp: YES" || echo "write /tmp: refused"
+stat "$REAL_HOME" >/dev/null 2>&1 && echo "stat $REAL_HOME: YES" || echo "stat $REAL_HOME: not there (a private view)"
+{ echo owned > /tmp/owned; } 2>/dev/null && echo "write /tmp: yes, its own /tmp, gone with it" || echo "write /tmp: refused"
 chmod 777 /usr/bin/true 2>/dev/null && echo "chmod /usr/bin/true: YES" || echo "chmod /usr/bin/true: refused"
 touch /etc/passwd 2>/dev/null && echo "touch /etc/passwd: YES" || echo "touch /etc/passwd: refused"
 kill -0 1 2>/dev/null && echo "signal pid 1: YES" || echo "signal pid 1: refused"
-/usr/bin/python3 -c "import socket; socket.socket(socket.AF_UNIX)" 2>/dev/null && echo "unix socket: YES" || echo "unix socket: refused"'
+/usr/bin/python3 -c "import socket; socket.socket().connect((\"127.0.0.1\", 22))" 2>/dev/null && echo "network: YES" || echo "network: refused"'
 run "$bin" run --app com.example.memo --setenv "REAL_HOME=$HOME" -- /bin/sh -c "$attack"
+[ -e /tmp/owned ] && echo "the host's /tmp/owned: YES" || echo "the host's /tmp/owned: not there"
 
 say "Why hardcoded paths fail: the container moves on reinstall, as on iOS"
 run "$bin" run --app com.example.paths -- /usr/bin/python3 - < Examples/hardcoded-path.py

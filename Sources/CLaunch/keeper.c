@@ -353,7 +353,9 @@ static int csb_keeper_enter_namespaces(const struct csb_child_plan *plan, const 
     // then gets no /dev/shm and no /proc, as without namespaces.
     char options[64] = "mode=1777,size=";
     size_t at = strlen(options);
-    options[at + csb_format_u64(options + at, keeper->shm_size)] = '\0';
+    at += csb_format_u64(options + at, keeper->shm_size);
+    // Empty files cost memory too: their number is bounded as well.
+    memcpy(options + at, ",nr_inodes=65536", sizeof(",nr_inodes=65536"));
     if (mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, options) == 0
         && csb_rule_for_mount(plan->ruleset_fd, "/dev/shm", keeper->shm_access) == 0) {
         // Renames within it need REFER in every layer; it is a mount of its

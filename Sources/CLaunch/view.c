@@ -24,6 +24,9 @@
 #include <net/if.h>
 #include <termios.h>
 
+// The ptys a sandbox may hold at once.
+#define CSB_VIEW_PTYS "64"
+
 // The keeper's own mounts, kept for the rules and flags set once the root is final.
 struct csb_view_mounts { int root, dev, tmp, pts, proc; };
 
@@ -42,14 +45,18 @@ static void csb_decimal(char *out, uint64_t value) {
     out[count] = '\0';
 }
 
-// A new tmpfs, detached: its mount's descriptor.
-static int csb_tmpfs(const char *mode, uint64_t size, unsigned int attributes) {
+// A new tmpfs, detached, of at most `size` bytes and `inodes` files (never
+// tmpfs's default of half the host's memory): its mount's descriptor.
+static int csb_tmpfs(const char *mode, uint64_t size, uint64_t inodes, unsigned int attributes) {
+    if (size == 0 || inodes == 0) { errno = EINVAL; return -1; }
     int context = fsopen("tmpfs", FSOPEN_CLOEXEC);
     if (context < 0) return -1;
-    char bytes[24];
+    char bytes[24], count[24];
     csb_decimal(bytes, size);
+    csb_decimal(count, inodes);
     if (fsconfig(context, FSCONFIG_SET_STRING, "mode", mode, 0) != 0
-        || (size != 0 && fsconfig(context, FSCONFIG_SET_STRING, "size", bytes, 0) != 0)
+        || fsconfig(context, FSCONFIG_SET_STRING, "size", bytes, 0) != 0
+        || fsconfig(context, FSCONFIG_SET_STRING, "nr_inodes", count, 0) != 0
         || fsconfig(context, FSCONFIG_CMD_CREATE, NULL, NULL, 0) != 0) {
         csb_close_saving_errno(context);
         return -1;
@@ -60,11 +67,14 @@ static int csb_tmpfs(const char *mode, uint64_t size, unsigned int attributes) {
 }
 
 // A devpts of the sandbox's own (each mount of devpts is a new instance):
-// /dev/pts/ptmx makes ptys that exist only here.
+// /dev/pts/ptmx makes ptys that exist only here, at most CSB_VIEW_PTYS of
+// them: every instance draws on the kernel's pty.max, shared with other
+// sandboxes and containers.
 static int csb_devpts(void) {
     int context = fsopen("devpts", FSOPEN_CLOEXEC);
     if (context < 0) return -1;
-    if (fsconfig(context, FSCONFIG_SET_STRING, "ptmxmode", "0666", 0) != 0
+    if (fsconfig(context, FSCONFIG_SET_STRING, "max", CSB_VIEW_PTYS, 0) != 0
+        || fsconfig(context, FSCONFIG_SET_STRING, "ptmxmode", "0666", 0) != 0
         || fsconfig(context, FSCONFIG_SET_STRING, "mode", "0620", 0) != 0
         || fsconfig(context, FSCONFIG_CMD_CREATE, NULL, NULL, 0) != 0) {
         csb_close_saving_errno(context);
@@ -234,7 +244,7 @@ int csb_view_build(const struct csb_child_plan *plan, const struct csb_keeper_pl
     // The root: a tmpfs stacked on the namespace's "/". Our root stays the
     // old one until pivot_root, so the host's paths resolve as before and
     // every step's target is reached through `mounts.root`.
-    mounts.root = csb_tmpfs("0755", 1 << 20, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
+    mounts.root = csb_tmpfs("0755", 1 << 20, 4096, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
     if (mounts.root < 0 || move_mount(mounts.root, "", AT_FDCWD, "/", MOVE_MOUNT_F_EMPTY_PATH) != 0
         || mkdirat(mounts.root, "proc", 0755) != 0 || mkdirat(mounts.root, "dev", 0755) != 0 || mkdirat(mounts.root, "tmp", 01777) != 0) {
         csb_view_fail(failure, CSB_VIEW_FAILED_ROOT);
@@ -242,7 +252,7 @@ int csb_view_build(const struct csb_child_plan *plan, const struct csb_keeper_pl
     }
     // /dev: device nodes come as steps (binds of the host's, each checked),
     // the rest is links and the sandbox's own devpts and /dev/shm.
-    mounts.dev = csb_tmpfs("0755", 1 << 20, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC);
+    mounts.dev = csb_tmpfs("0755", 1 << 20, 4096, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC);
     if (mounts.dev < 0 || move_mount(mounts.dev, "", mounts.root, "dev", MOVE_MOUNT_F_EMPTY_PATH) != 0
         || mkdirat(mounts.dev, "pts", 0755) != 0 || mkdirat(mounts.dev, "shm", 01777) != 0
         || symlinkat("pts/ptmx", mounts.dev, "ptmx") != 0 || symlinkat("/proc/self/fd", mounts.dev, "fd") != 0
@@ -251,7 +261,7 @@ int csb_view_build(const struct csb_child_plan *plan, const struct csb_keeper_pl
         csb_view_fail(failure, CSB_VIEW_FAILED_DEV);
         goto done;
     }
-    mounts.tmp = csb_tmpfs("1777", keeper->tmp_size, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+    mounts.tmp = csb_tmpfs("1777", keeper->tmp_size, keeper->tmp_inodes, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
     if (mounts.tmp < 0 || move_mount(mounts.tmp, "", mounts.root, "tmp", MOVE_MOUNT_F_EMPTY_PATH) != 0) {
         csb_view_fail(failure, CSB_VIEW_FAILED_TMP);
         goto done;

@@ -6,11 +6,8 @@ enum DenialReporterLimits {
     static let defaultBytes = 16 << 20
 }
 
-/// `run --explain` and `--denials FILE`: each refused operation, explained.
-/// Paths outside every grant exist only in the host view, where Landlock
-/// refuses them: the tests of its explanations name `--view host`; what the
-/// private view says is in `ExplainPrivateViewCLITests`.
-@Suite struct ExplainCLITests {
+/// A home with a vault and a folder outside every grant holding a secret.
+struct ExplainFixture {
     let home = CLI.Home()
     var vault: String { home.path + "/Vault" }
     var bookmark: String { home.path + "/vault.bookmark" }
@@ -25,6 +22,22 @@ enum DenialReporterLimits {
     func run(_ script: String, _ options: [String] = []) throws -> CLI.Result {
         try CLI.run(["run", "--app", "com.example.memo"] + options + ["--", "/bin/sh", "-c", script], home: home)
     }
+}
+
+/// `run --explain` and `--denials FILE`: each refused operation, explained.
+/// Paths outside every grant exist only in the host view, where Landlock
+/// refuses them: the tests of its explanations name `--view host`; what the
+/// private view says is in `ExplainPrivateViewCLITests`.
+@Suite struct ExplainCLITests {
+    let fixture: ExplainFixture
+    var home: CLI.Home { fixture.home }
+    var vault: String { fixture.vault }
+    var bookmark: String { fixture.bookmark }
+    var outside: String { fixture.outside }
+
+    init() throws { fixture = try ExplainFixture() }
+
+    func run(_ script: String, _ options: [String] = []) throws -> CLI.Result { try fixture.run(script, options) }
 
     @Test func aDeniedReadNamesThePathTheLayerAndThePolicyKey() throws {
         let result = try run("cat \(outside)/secret.txt; cat /etc/shadow; exit 1", ["--explain", "--view", "host"])
@@ -468,20 +481,15 @@ enum DenialReporterLimits {
 /// than the command's own calls could; what Landlock refuses inside the view
 /// is explained as in the host view.
 @Suite struct ExplainPrivateViewCLITests {
-    let home = CLI.Home()
-    var vault: String { home.path + "/Vault" }
-    var bookmark: String { home.path + "/vault.bookmark" }
-    var outside: String { home.path + "/Outside" }
+    let fixture: ExplainFixture
+    var home: CLI.Home { fixture.home }
+    var vault: String { fixture.vault }
+    var bookmark: String { fixture.bookmark }
+    var outside: String { fixture.outside }
 
-    init() throws {
-        try FileManager.default.createDirectory(atPath: vault, withIntermediateDirectories: true)
-        try FileManager.default.createDirectory(atPath: outside, withIntermediateDirectories: true)
-        FileManager.default.createFile(atPath: outside + "/secret.txt", contents: Data("secret\n".utf8))
-    }
+    init() throws { fixture = try ExplainFixture() }
 
-    func run(_ script: String, _ options: [String] = []) throws -> CLI.Result {
-        try CLI.run(["run", "--app", "com.example.memo"] + options + ["--", "/bin/sh", "-c", script], home: home)
-    }
+    func run(_ script: String, _ options: [String] = []) throws -> CLI.Result { try fixture.run(script, options) }
 
     @Test func aPathOutsideTheViewIsNamedAsSuchWithItsENOENT() throws {
         let log = home.path + "/denials.jsonl"

@@ -119,24 +119,26 @@ import Testing
     /// A policy's read-write system path is writable whether stdout is a
     /// pipe or a file (read-only mounts depend on where stdout goes, and
     /// the view's binds must not).
-    @Test func aSystemPathHasTheSameRightsWhateverStdoutIs() throws {
+    @Test(arguments: ["private", "host"]) func aSystemPathHasTheSameRightsWhateverStdoutIs(view: String) throws {
         let shared = home.path + "/shared"
         try FileManager.default.createDirectory(atPath: shared, withIntermediateDirectories: true)
         let policy = home.path + "/policy.json"
         try """
             {"com.apple.security.app-sandbox": true,
              "org.sandboxed-run.system-paths.read-execute": ["/usr", "/lib", "/lib64", "/bin"],
-             "org.sandboxed-run.system-paths.read-write": ["\(shared)", "/dev/null"]}
+             "org.sandboxed-run.system-paths.read-write": ["\(shared)", "\(home.path)/single.log", "/dev/null"]}
             """.write(toFile: policy, atomically: true, encoding: .utf8)
-        let toPipe = try run(["--policy", policy], "echo piped > \(shared)/a && echo ok")
+        FileManager.default.createFile(atPath: home.path + "/single.log", contents: Data())
+        let toPipe = try run(["--policy", policy, "--view", view], "echo piped > \(shared)/a && echo piped >> \(home.path)/single.log && echo ok")
         #expect(toPipe.stdout == "ok\n", "\(toPipe.stderr)")
         let file = home.path + "/out.txt"
-        let toFile = try CLI.program("/bin/sh", ["-c", "'\(CLI.binary)' run --app \(Self.app) --policy \(policy) -- /bin/sh -c 'echo filed > \(shared)/b && echo ok' > \(file)"],
+        let toFile = try CLI.program("/bin/sh", ["-c", "'\(CLI.binary)' run --app \(Self.app) --policy \(policy) --view \(view) -- /bin/sh -c 'echo filed > \(shared)/b && echo filed >> \(home.path)/single.log && echo ok' > \(file)"],
                                      environment: home.environment)
         #expect(toFile.status == 0, "\(toFile.stderr)")
         #expect(try String(contentsOfFile: file, encoding: .utf8) == "ok\n")
         #expect(try String(contentsOfFile: shared + "/a", encoding: .utf8) == "piped\n")
         #expect(try String(contentsOfFile: shared + "/b", encoding: .utf8) == "filed\n")
+        #expect(try String(contentsOfFile: home.path + "/single.log", encoding: .utf8) == "piped\nfiled\n")
     }
 
     @Test func theLaunchersOwnAppendWorksInside() throws {
@@ -154,6 +156,54 @@ import Testing
         #expect(host.stderr.contains("file-system view: host"), "\(host.stderr)")
         let bad = try run(["--view", "both"], "true")
         #expect(bad.status == 125 && bad.stderr.contains("--view both"), "\(bad.stderr)")
+    }
+
+    /// The view's memory-backed mounts are bounded: a command that fills
+    /// them takes the host's memory (tmpfs's default is half of it), and
+    /// its ptys come from the kernel's pty.max, shared with other sandboxes.
+    @Test func theViewsOwnMountsAreBounded() throws {
+        let code = """
+            import errno, os
+            for folder in ["/tmp", "/dev/shm"]:
+                s = os.statvfs(folder); print(folder, s.f_blocks * s.f_frsize, s.f_files)
+            held = []
+            try:
+                while len(held) < 1000: held.append(os.open("/dev/ptmx", os.O_RDWR | os.O_NOCTTY))
+            except OSError as e: print("ptys", len(held), errno.errorcode[e.errno])
+            """
+        let result = try CLI.run(["run", "--app", Self.app, "--", "/usr/bin/python3", "-c", code], home: home)
+        #expect(result.stdout == "/tmp \(512 << 20) 65536\n/dev/shm \(64 << 20) 65536\nptys 64 ENOSPC\n", "\(result.stderr)")
+    }
+
+    /// A folder handed in as stdin (or kept) leads by ".." to the host's
+    /// tree around it: the private view refuses it, the host view takes it.
+    @Test func aFolderDescriptorIsRefusedInThePrivateView() throws {
+        let script = "'\(CLI.binary)' run --app \(Self.app) $0 -- /usr/bin/stat -c %s /proc/self/fd/0/salary.xlsx < '\(home.path)'"
+        let refused = try CLI.program("/bin/sh", ["-c", script, ""], environment: home.environment)
+        #expect(refused.status == 125, "\(refused.stderr)")
+        #expect(refused.stderr.contains("outside its private view") && refused.stdout.isEmpty, "\(refused.stderr)")
+        let host = try CLI.program("/bin/sh", ["-c", script, "--view=host"], environment: home.environment)
+        #expect(host.stdout == "7\n", "the leak the refusal closes: \(host.stderr)")
+    }
+
+    static let canMount = getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/unshare")
+
+    /// The sandbox has its own /dev/shm and /proc: a folder granted there
+    /// would be hidden, and what the command wrote in its place lost with
+    /// exit 0. Refused instead, in both views. (A scratch tmpfs on /dev/shm,
+    /// in a mount namespace of the test's own.)
+    @Test(.enabled(if: canMount, "needs root and unshare: a tmpfs on /dev/shm in a private mount namespace"), arguments: ["private", "host"])
+    func aGrantInDevOrProcIsRefused(view: String) throws {
+        let script = """
+            mount -t tmpfs scratch /dev/shm && mkdir /dev/shm/G && echo host-data > /dev/shm/G/doc &&
+            "$0" pick --app \(Self.app) --select /dev/shm/G -o "$1" >/dev/null &&
+            "$0" run --app \(Self.app) --view \(view) --grant G="$1" -- /bin/sh -c 'echo app-saved > "$SANDBOX_GRANT_G/doc" && echo saved'
+            echo "status $?"; cat /dev/shm/G/doc
+            """
+        let result = try CLI.program("/usr/bin/unshare", ["-m", "--propagation", "private", "/bin/sh", "-c", script, CLI.binary, bookmark],
+                                     environment: home.environment)
+        #expect(result.stdout == "status 125\nhost-data\n", "\(result.stderr)")
+        #expect(result.stderr.contains("grant G: '/dev/shm/G' lies in /dev, where the sandbox has its own"), "\(result.stderr)")
     }
 
     // MARK: The hard requirement

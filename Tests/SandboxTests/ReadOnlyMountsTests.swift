@@ -158,18 +158,25 @@ struct ReadOnlyMountsTests {
         // The keeper opens each writable folder again by name in its
         // namespace; an impostor put there after the launcher verified the
         // folder is refused (ESTALE), and the supervisor takes over. The
-        // private view binds the verified folder at its own (new) name, and
-        // the impostor is not in the view at all.
+        // private view stops the launch: it would hold the verified folder
+        // at its new name while the command is told the old one.
         let scratch = Scratch()
         let (vault, verified) = try scratch.folderSwappedAfterVerification("vault")
-        let (confined, namespaces) = try Self.confined(
-            ["/bin/sh", "-c", "chmod 777 '\(vault)' && echo impostor-changed; chmod 700 '\(vault)-original' && echo original-changed"],
-            in: scratch
-        ) {
-            $0.folders = [PathRule(grant: "VAULT", path: FilePath(vault), descriptor: verified, access: .readWrite)]
+        let launch = { () throws -> (Outcome, ConfinedProcess.Namespaces) in
+            try Self.confined(
+                ["/bin/sh", "-c", "chmod 777 '\(vault)' && echo impostor-changed; chmod 700 '\(vault)-original' && echo original-changed"],
+                in: scratch
+            ) {
+                $0.folders = [PathRule(grant: "VAULT", path: FilePath(vault), descriptor: verified, access: .readWrite)]
+            }
         }
-        #expect(namespaces.contains(.readOnlyMounts) == (Views.current == .private))
-        #expect(confined.output == ["original-changed"], "\(confined.stderr)")
+        if Views.current == .private {
+            #expect(throws: SandboxError.self) { try launch() }
+        } else {
+            let (confined, namespaces) = try launch()
+            #expect(!namespaces.contains(.readOnlyMounts))
+            #expect(confined.output == ["original-changed"], "\(confined.stderr)")
+        }
         #expect(Self.mode(vault) == 0o755)
     }
 

@@ -126,8 +126,9 @@ struct csb_keeper_plan {
     /// and on the private devpts and /dev/tty (the sandbox's own terminals).
     uint64_t tmp_access;
     uint64_t terminal_access;
-    /// The mounts' limits, as tmpfs's `size=` (bytes; 0: the kernel's default).
+    /// The private /tmp's limits: bytes and files (neither may be 0).
     uint64_t tmp_size;
+    uint64_t tmp_inodes;
     /// In the private view, open the command's pty in its own devpts and
     /// send both ends to the launcher (CSB_KEEPER_PTY_MASTER, then
     /// CSB_KEEPER_PTY_TERMINAL); the terminal side replaces each of the

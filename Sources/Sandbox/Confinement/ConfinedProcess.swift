@@ -206,6 +206,8 @@ extension ConfinementPlan {
             keeper.proc_access = ruleset?.rights(.readOnly).rawValue ?? 0
             keeper.shm_access = ruleset?.rights(.readWrite).rawValue ?? 0
             keeper.shm_size = Self.sharedMemorySize
+            keeper.tmp_size = Self.temporarySize
+            keeper.tmp_inodes = Self.temporaryFiles
             keeper.read_only_mounts = readOnly ? 1 : 0
             if let privateView {
                 keeper.private_view = 1
@@ -326,6 +328,11 @@ extension ConfinementPlan {
 
     /// The private /dev/shm's limit, as Docker's default.
     static let sharedMemorySize: UInt64 = 64 << 20
+    /// The private view's /tmp, in memory: bounded so that a command cannot
+    /// take the host's (tmpfs's default is half of it). Large work goes to
+    /// `TMPDIR`, the container's `tmp`, on disk.
+    static let temporarySize: UInt64 = 512 << 20
+    static let temporaryFiles: UInt64 = 65_536
 
     static func failure(stage: CInt, errno: Errno, command: String, inView: Bool = false) -> SandboxError {
         if stage == CSB_STAGE_EXEC.rawValue {

@@ -110,6 +110,7 @@ public final class ConfinementPlan: @unchecked Sendable {
         let systemPaths = Self.openSystemPaths(policy) + (launcher?.rules ?? [])
         LaunchPhases.mark("system paths opened")
         try Self.checkNothingProtected(systemPaths: systemPaths, grants: request.folders, policy: policy, protected: request.protectedFolders)
+        try Self.checkNothingReplaced(folders)
         LaunchPhases.mark("protected folders checked")
         readableRoots = systemPaths.map(\.descriptor) + folders.map(\.descriptor)
         // The same rights whatever the command's stdout is: a read-write
@@ -127,6 +128,13 @@ public final class ConfinementPlan: @unchecked Sendable {
         var unavailable: String?
         var plannedView: ViewPlan?
         if request.view == .private {
+            // A folder the command is handed as a descriptor leads, by "..",
+            // to the host's tree around it, which the view was to hide.
+            guard descriptorsHoldNoFolder else {
+                throw .usage("a descriptor the command starts with (stdin, stdout, stderr or a kept one) is a folder or an O_PATH "
+                    + "descriptor: through it the command would see the host's tree around it, outside its private view; "
+                    + "hand it a file, or run in the host view")
+            }
             if !request.privateNamespaces {
                 unavailable = "it needs the sandbox's own namespaces, which this request turned off (privateNamespaces)"
             } else {
@@ -404,6 +412,21 @@ public final class ConfinementPlan: @unchecked Sendable {
         }
         guard let found else { throw .notFound(command: name) }
         return found  // exists but is not executable: execve reports why
+    }
+
+    /// Refuses a grant (or a container) in /dev or /proc: the sandbox has its
+    /// own there, which would hide the folder, and what the command wrote in
+    /// its place would be lost with the sandbox.
+    private static func checkNothingReplaced(_ folders: [PathRule]) throws(SandboxError) {
+        for rule in folders {
+            guard let real = FilePath.pathBytes(ofDescriptor: rule.descriptor.rawValue) else { continue }
+            for own in ["/dev", "/proc"].map({ Array($0.utf8) }) where real == own || real.starts(with: own + [UInt8(ascii: "/")]) {
+                let place = "'\(Printable.path(bytes: real))' lies in \(String(decoding: own, as: UTF8.self)), where the sandbox has its own "
+                    + "(the command would not see this folder, and what it wrote there would be lost)"
+                if let name = rule.grantName { throw .usage("grant \(name): \(place): grant a folder elsewhere") }
+                throw .usage("the app's container: \(place): keep containers elsewhere")
+            }
+        }
     }
 
     /// Refuses a system path or grant that holds, or lies inside, the broker's

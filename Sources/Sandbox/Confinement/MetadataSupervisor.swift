@@ -198,18 +198,7 @@ final class MetadataSupervisor {
         }
         var request = csb_seccomp_notif()
         guard csb_seccomp_notify_receive(listener, &request) == 0 else { return }  // ENOENT: the caller died
-        if request.data.nr == Self.connectNumber {
-            var response = csb_seccomp_notif_resp()
-            response.id = request.id
-            do {
-                response.val = try connect(request, listener: listener)
-            } catch {
-                response.error = -error.rawValue
-            }
-            _ = csb_seccomp_notify_respond(listener, &response)
-            return
-        }
-        if Self.shapes[request.data.nr] == nil, let observer {
+        if Self.shapes[request.data.nr] == nil, request.data.nr != Self.connectNumber, let observer {
             var response = observer.observe(request, listener: listener, powers: powers)
             _ = csb_seccomp_notify_respond(listener, &response)
             return
@@ -217,7 +206,7 @@ final class MetadataSupervisor {
         var response = csb_seccomp_notif_resp()
         response.id = request.id
         do {
-            response.val = try handle(request, listener: listener)
+            response.val = request.data.nr == Self.connectNumber ? try connect(request, listener: listener) : try handle(request, listener: listener)
         } catch {
             response.error = -error.rawValue
         }

@@ -75,7 +75,7 @@ struct ViewPlan {
 
     init(rules: [PathRule]) throws(Unavailable) {
         var entries: [Entry] = []
-        var givenPaths: [(path: [UInt8], real: [[UInt8]], identity: InodeIdentity)] = []
+        var givenPaths: [(path: [UInt8], real: [[UInt8]], identity: InodeIdentity, optional: Bool)] = []
         func add(_ descriptor: OwnedDescriptor, given: [UInt8]?, writable: Bool, optional: Bool, shown: String) throws(Unavailable) {
             guard let status = try? descriptor.status(), let real = FilePath.pathBytes(ofDescriptor: descriptor.rawValue),
                   let components = Self.components(real) else {
@@ -95,7 +95,7 @@ struct ViewPlan {
             } else {
                 entries.append(entry)
             }
-            if let given, given != real { givenPaths.append((given, components, entry.identity)) }
+            if let given, given != real { givenPaths.append((given, components, entry.identity, optional)) }
         }
         for rule in rules {
             try add(rule.descriptor, given: rule.path.bytes, writable: rule.access == .readWrite, optional: rule.origin == .launcher,
@@ -111,8 +111,8 @@ struct ViewPlan {
             try add(fd, given: nil, writable: false, optional: false, shown: "/dev/" + device.name)
         }
         try place(entries.filter { Self.belongsInView($0.components) }.sorted { Self.precedes($0.components, $1.components) })
-        for (given, real, identity) in givenPaths {
-            linkPath(given, real: real, identity: identity)
+        for (given, real, identity, optional) in givenPaths {
+            try linkPath(given, real: real, identity: identity, optional: optional)
         }
     }
 
@@ -217,10 +217,17 @@ struct ViewPlan {
     /// Recreates the links on the way along `given` (which the kernel
     /// followed to the entry), with the host's text, and checks at the end
     /// that following `given` in the view leads to the entry. A name that
-    /// leads elsewhere now (renamed or replaced since it was opened) is not
-    /// in the view: the entry is, at its own name.
-    private mutating func linkPath(_ given: [UInt8], real: [[UInt8]], identity: InodeIdentity) {
-        guard let walked = Self.walk(given), walked.resolved == real, !walked.links.isEmpty else { return }
+    /// leads elsewhere now (renamed or replaced since it was opened) stops
+    /// the launch: the command would be told a path that is not its folder
+    /// (the launcher's own optional files are only left out).
+    private mutating func linkPath(_ given: [UInt8], real: [[UInt8]], identity: InodeIdentity, optional: Bool) throws(Unavailable) {
+        guard let walked = Self.walk(given), walked.resolved == real else {
+            if optional { return }
+            // Renamed or replaced since it was opened: the command would find
+            // something else, or nothing, at the path it is told.
+            throw Unavailable(reason: "\(Printable.path(bytes: given)) no longer leads to the folder that was checked (renamed or replaced during the launch)")
+        }
+        guard !walked.links.isEmpty else { return }
         for folder in walked.folders where enclosingBind(folder) == nil && !folder.isEmpty && !Self.isKeepersFolder(folder[...]) {
             makeParents(folder)
             let path = Self.joined(folder[...])
