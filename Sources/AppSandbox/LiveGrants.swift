@@ -74,12 +74,23 @@ public enum LiveGrantPickerError: Error, Equatable, CustomStringConvertible, Sen
     }
 }
 
-/// What the broker does for one sandbox's requests (`LiveGrantBroker.handler`):
-/// asks the person through the picker (never taking a path from the
-/// command), checks the folder as `pick` does (links an app could have
-/// planted are not followed, protected folders refused), records the grant
-/// in the ledger, and has the grant helper attach it; the grant counts only
-/// once it is attached. The policy caps the access.
+/// What the broker does for one sandbox's requests (`LiveGrantBroker.handler`).
+/// - An open panel asks the person through the picker (never taking a path
+///   from the command), checks the folder as `pick` does (links an app could
+///   have planted are not followed, protected folders refused), records the
+///   grant in the ledger, and has the grant helper attach it; the grant counts
+///   only once it is attached. With a bookmark asked for, the reply carries
+///   one sealed for this app: the command writes it.
+/// - `startAccessing` resolves a bookmark the command presents for this
+///   sandbox's app, with every rule of `resolve` (revoked, another app's,
+///   invalid, replaced, missing, covered, inaccessible: refused), follows a
+///   moved folder (the renewed bookmark goes back to the command), and
+///   attaches the folder; starts are counted per grant, and `stopAccessing`
+///   detaches at zero. A folder an open panel attached stays for the run.
+/// - While folders are attached it watches the ledger (inotify on the state
+///   folder, and a re-check every `recheckInterval` in case a change was
+///   missed) and detaches every grant that is no longer live.
+/// The policy caps the access; nothing is offered without its key.
 public final class LiveGrantService: @unchecked Sendable {
     let session: SandboxSession
     let app: AppID
@@ -91,11 +102,38 @@ public final class LiveGrantService: @unchecked Sendable {
     private var tokens = LiveGrantService.burst
     private var last = LiveGrantService.now()
 
+    /// A folder attached in this sandbox.
+    struct Attached {
+        let path: FilePath
+        /// `startAccessing` calls not yet ended.
+        var starts: Int
+        /// Attached by an open panel: stays until the sandbox ends or the grant is revoked.
+        var pinned: Bool
+    }
+    private(set) var attached: [GrantID: Attached] = [:]
+    private var area: LiveGrantArea?
+    /// The most folders attached at once, and starts of one grant: bounds what a command can make the helper hold.
+    static let maximumAttached = 256, maximumStarts = 1 << 20
+    /// Watches the state folder while folders are attached.
+    private var inotify: CInt = -1
+    /// The ledger, read through one connection kept open: opening one writes
+    /// SQLite's shared-memory file, which would wake the watch again.
+    private var ledger: GrantBroker?
+    private var lastCheck = 0.0
+    /// The backstop: the ledger is read this often (seconds) even without news of a change.
+    public static let recheckInterval = 1.0
+    /// Ledger checks made so far (for tests and benchmarks).
+    public private(set) var checks = 0
+
     public init(session: SandboxSession, app: AppID, policy: Policy, picker: AskpassPicker?) {
         self.session = session
         self.app = app
         self.policy = policy
         self.picker = picker
+    }
+
+    deinit {
+        if inotify >= 0 { close(inotify) }
     }
 
     static func now() -> Double {
@@ -104,15 +142,36 @@ public final class LiveGrantService: @unchecked Sendable {
         return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
     }
 
+    /// Serves `broker`'s requests and watches for revocations.
+    public func serve(_ broker: LiveGrantBroker) {
+        broker.handler = { request, area in self.handle(request, area: area) }
+        broker.watch = { self.watch() }
+        broker.recheck = { self.recheck() }
+    }
+
     public func handle(_ request: LiveGrantRequest, area: LiveGrantArea?) -> LiveGrantReply {
+        switch request.operation {
+        case .openPanel: openPanel(request, area: area)
+        case .startAccessing: startAccessing(request.payload, area: area)
+        case .stopAccessing: stopAccessing(request.payload)
+        }
+    }
+
+    private func openPanel(_ request: LiveGrantRequest, area: LiveGrantArea?) -> LiveGrantReply {
+        guard policy.userSelectedAccess != nil else {
+            return LiveGrantReply(status: .unavailable, message: "policy \(policy.source) takes no user-selected folders")
+        }
         guard let picker else {
             return LiveGrantReply(status: .noPicker, message: "nobody to ask: the sandbox was started without a picker (run --picker PROGRAM)")
         }
         guard let area else {
             return LiveGrantReply(status: .unavailable, message: "live grants need the private view; this sandbox runs in the host view")
         }
-        guard policy.userSelectedAccess != nil else {
-            return LiveGrantReply(status: .unavailable, message: "policy \(policy.source) takes no user-selected folders")
+        guard !request.wantsBookmark || policy.bookmarksAppScope else {
+            return LiveGrantReply(status: .unavailable, message: "policy \(policy.source) keeps no bookmarks (\(Policy.bookmarksAppScopeKey))")
+        }
+        guard attached.count < Self.maximumAttached else {
+            return LiveGrantReply(status: .busy, message: "this sandbox holds \(Self.maximumAttached) folders already")
         }
         let now = Self.now()
         tokens = min(Self.burst, tokens + (now - last) * Self.perSecond)
@@ -120,7 +179,7 @@ public final class LiveGrantService: @unchecked Sendable {
         guard tokens >= 1 else { return LiveGrantReply(status: .busy, message: "too many requests: the person is not asked again yet") }
         tokens -= 1
         let access: GrantAccess = request.readOnly || policy.userSelectedAccess != .readWrite ? .readOnly : .readWrite
-        let asked = Printable.path(String(decoding: request.prompt, as: UTF8.self), limit: AskpassPicker.promptLimit)
+        let asked = Printable.path(String(decoding: request.payload, as: UTF8.self), limit: AskpassPicker.promptLimit)
         let prompt = "\(app) asks for a folder (\(access.rawValue))" + (asked.isEmpty ? "" : ": " + asked)
         do {
             guard let chosen = try picker.choose(prompt: prompt) else {
@@ -130,14 +189,161 @@ public final class LiveGrantService: @unchecked Sendable {
             guard path.isAbsolute else { throw LiveGrantPickerError.notAbsolute }
             let folder = try session.folder(path) { problem in GrantError.bookmarkFile(path: Printable.path(path), problem: problem) }
             var reached: FilePath?
-            _ = try session.broker().grant(app: app, opened: folder, access: access) { _ in
+            let issued = try session.broker().grant(app: app, opened: folder, access: access) { _ in
                 reached = try area.attach(folder, writable: access == .readWrite)
             }
             guard let reached else { return LiveGrantReply(status: .refused, message: "the folder was not attached") }
-            return LiveGrantReply(status: .granted, text: reached.bytes)
+            self.area = area
+            attached[issued.id] = Attached(path: reached, starts: 0, pinned: true)
+            return LiveGrantReply(status: .granted, text: reached.bytes, bookmark: request.wantsBookmark ? issued.bookmark : nil)
         } catch {
             return LiveGrantReply(status: .refused, message: "\(error)")
         }
+    }
+
+    private func startAccessing(_ blob: [UInt8], area: LiveGrantArea?) -> LiveGrantReply {
+        guard policy.bookmarksAppScope, policy.userSelectedAccess != nil else {
+            return LiveGrantReply(status: .unavailable, message: "policy \(policy.source) opens no bookmarks "
+                + "(it needs \(Policy.bookmarksAppScopeKey) and a user-selected key)")
+        }
+        guard let area else {
+            return LiveGrantReply(status: .unavailable, message: "live grants need the private view; this sandbox runs in the host view")
+        }
+        do {
+            let broker = try session.broker()
+            let resolution = try broker.resolve(blob, app: app)
+            guard resolution.status == .fresh || resolution.status == .moved, let folder = resolution.folder,
+                  let path = resolution.currentPath, let grant = resolution.grant else {
+                let status = LiveGrantReply.Status(rawValue: UInt8(resolution.status.exitCode)) ?? .invalid
+                return LiveGrantReply(status: status, message: "\(resolution.status.rawValue): \(resolution.message)")
+            }
+            // The folder may have come to hold the broker's own state since it was granted.
+            try broker.checkNotProtected(folder, path: path)
+            // A moved folder (or an older key): the grant follows it, and the command keeps the new bookmark.
+            let renewed = resolution.isStale ? try broker.renew(resolution, app: app) : nil
+            if var entry = attached[grant.id] {
+                guard entry.starts < Self.maximumStarts else {
+                    return LiveGrantReply(status: .busy, message: "this bookmark was started \(Self.maximumStarts) times")
+                }
+                entry.starts += 1
+                attached[grant.id] = entry
+                return LiveGrantReply(status: .granted, text: entry.path.bytes, bookmark: renewed)
+            }
+            guard attached.count < Self.maximumAttached else {
+                return LiveGrantReply(status: .busy, message: "this sandbox holds \(Self.maximumAttached) folders already")
+            }
+            let writable = resolution.access == .readWrite && policy.userSelectedAccess == .readWrite
+            let reached = try area.attach(folder, writable: writable)
+            self.area = area
+            attached[grant.id] = Attached(path: reached, starts: 1, pinned: false)
+            return LiveGrantReply(status: .granted, text: reached.bytes, bookmark: renewed)
+        } catch {
+            return LiveGrantReply(status: .refused, message: "\(error)")
+        }
+    }
+
+    private func stopAccessing(_ blob: [UInt8]) -> LiveGrantReply {
+        guard policy.bookmarksAppScope, policy.userSelectedAccess != nil else {
+            return LiveGrantReply(status: .unavailable, message: "policy \(policy.source) opens no bookmarks")
+        }
+        let id: GrantID?
+        do { id = try session.broker().grantID(of: blob, app: app) } catch {
+            return LiveGrantReply(status: .refused, message: "\(error)")
+        }
+        guard let id else { return LiveGrantReply(status: .invalid, message: "not a bookmark of \(app)") }
+        guard var entry = attached[id], entry.starts > 0 else {
+            return LiveGrantReply(status: .notAccessing, message: "this sandbox is not accessing that bookmark's folder")
+        }
+        entry.starts -= 1
+        attached[id] = entry
+        if entry.starts == 0 && !entry.pinned {
+            do { try detach(id) } catch {
+                return LiveGrantReply(status: .refused, message: "\(error)")
+            }
+        }
+        return LiveGrantReply(status: .granted, text: entry.path.bytes)
+    }
+
+    private func detach(_ id: GrantID) throws(LiveGrantAreaError) {
+        guard let entry = attached[id] else { return }
+        guard let area else { throw .notAttachable("no grant area") }
+        try area.detach(entry.path)
+        attached[id] = nil
+    }
+
+    // MARK: Revocation
+
+    /// What the launcher's wait loop polls while folders are attached.
+    func watch() -> (descriptor: CInt?, timeout: CInt)? {
+        guard !attached.isEmpty else { return nil }
+        if inotify < 0 { startWatching() }
+        let remaining = max(0, lastCheck + Self.recheckInterval - Self.now())
+        return (inotify >= 0 ? inotify : nil, CInt(remaining * 1000) + 1)
+    }
+
+    private func startWatching() {
+        guard let broker = try? session.broker() else { return }
+        ledger = broker
+        // Every change of the ledger (a revocation is a write to it or its
+        // journal) and a state folder moved or deleted wake the launcher.
+        let fd = inotify_init1(CInt(IN_NONBLOCK | IN_CLOEXEC))
+        let events = UInt32(IN_MODIFY | IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_CREATE | IN_DELETE
+            | IN_ATTRIB | IN_MOVE_SELF | IN_DELETE_SELF)
+        if fd >= 0, inotify_add_watch(fd, "/proc/self/fd/\(broker.stateDescriptor)", events) >= 0 {
+            inotify = fd
+        } else if fd >= 0 {
+            close(fd)
+        }
+    }
+
+    private func stopWatching() {
+        if inotify >= 0 { close(inotify) }
+        inotify = -1
+        ledger = nil
+    }
+
+    /// Reads the ledger when it changed or the backstop is due, and detaches
+    /// each attached grant that is no longer live. A ledger that cannot be
+    /// read keeps nothing attached.
+    func recheck() {
+        guard !attached.isEmpty else { return }
+        var changed = false
+        var moved = false
+        if inotify >= 0 {
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            while true {
+                let got = buffer.withUnsafeMutableBytes { read(inotify, $0.baseAddress, $0.count) }
+                if got < 0 && errno == EINTR { continue }
+                guard got > 0 else { break }
+                // struct inotify_event: wd, mask, cookie, len, then len bytes of name.
+                var offset = 0
+                while offset + 16 <= got {
+                    let mask = buffer[offset + 4..<offset + 8].reversed().reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
+                    let length = Int(buffer[offset + 12..<offset + 16].reversed().reduce(UInt32(0)) { $0 << 8 | UInt32($1) })
+                    let name = buffer[(offset + 16)..<min(got, offset + 16 + length)].prefix { $0 != 0 }
+                    if mask & UInt32(IN_MOVE_SELF | IN_DELETE_SELF | IN_IGNORED | IN_Q_OVERFLOW) != 0 { moved = true }
+                    // Readers write SQLite's shared memory; only other names tell of a change.
+                    if !name.elementsEqual("\(GrantBroker.ledgerFileName)-shm".utf8) { changed = true }
+                    offset += 16 + length
+                }
+            }
+        }
+        // The state folder moved or was replaced: read it again where it is now.
+        if moved { stopWatching() }
+        guard changed || Self.now() >= lastCheck + Self.recheckInterval else { return }
+        check()
+    }
+
+    func check() {
+        checks += 1
+        let ids = Array(attached.keys)
+        if ledger == nil { ledger = try? session.broker() }
+        let live = (try? ledger?.liveness(of: ids)) ?? [:]
+        for id in ids where live[id] != true {
+            // A detach that fails (the helper gone: the sandbox is ending) is tried again at the next check.
+            try? detach(id)
+        }
+        lastCheck = Self.now()
     }
 }
 

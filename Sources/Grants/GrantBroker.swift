@@ -463,6 +463,28 @@ public final class GrantBroker {
         try reading()?.find(id)
     }
 
+    /// Whether each grant is live (neither revoked, pending nor unknown),
+    /// read from the ledger now, never from the launch cache.
+    public func liveness(of ids: [GrantID]) throws(GrantError) -> [GrantID: Bool] {
+        var live: [GrantID: Bool] = [:]
+        for id in ids { live[id] = try record(id)?.isLive ?? false }
+        return live
+    }
+
+    /// The grant a bookmark of `app` names, when it is authentic and sealed
+    /// for `app` (nothing else is checked: not the ledger, not the folder);
+    /// nil otherwise.
+    public func grantID(of blob: [UInt8], app: AppID) -> GrantID? {
+        guard let (bookmark, _) = try? Bookmark.open(blob, app: app, keys: { id in try self.keyring.key(id) }) else { return nil }
+        return bookmark.token.id
+    }
+
+    /// The ledger's file name in the state folder (with SQLite's `-wal` and `-shm` beside it).
+    public static let ledgerFileName = Ledger.fileName
+
+    /// The state folder's descriptor, to watch it for changes (inotify through /proc/self/fd).
+    public var stateDescriptor: CInt { state.descriptor.rawValue }
+
     /// Revokes one grant by id (or a unique prefix of it).
     public func revoke(grant prefix: String) throws(GrantError) -> Int {
         let matches = try reading()?.find(prefix: prefix.lowercased()) ?? []

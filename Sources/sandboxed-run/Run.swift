@@ -268,13 +268,14 @@ struct RunOptions {
 
         request.readOnlyMounts = !superviseMetadata
         request.view = view
-        // Live grants only with a picker to ask (the terminal's is not
-        // offered for them yet): without one the command gets no broker.
-        if picker != nil { request.liveGrants = .attach }
+        // The broker's socket only where the policy has a live-grant key
+        // (ConfinementPlan decides); an open panel needs --picker to ask with.
+        request.liveGrants = .attach
         LaunchPhases.mark("request")
         let plan = try ConfinementPlan(request)
-        if let picker {
-            plan.liveGrants?.handler = session.liveGrantService(app: request.app, policy: policy, picker: AskpassPicker(program: picker)).handle
+        if let broker = plan.liveGrants {
+            // The broker keeps the service for as long as it serves.
+            session.liveGrantService(app: request.app, policy: policy, picker: picker.map(AskpassPicker.init(program:))).serve(broker)
         }
         if report || !plan.report.missing.isEmpty {
             Console.lines(plan.report.text.split(separator: "\n").map(String.init))

@@ -17,7 +17,7 @@ struct SandboxedRun: ParsableCommand {
         // Every command names itself: otherwise ArgumentParser derives each name
         // with String(describing:), a third of the launcher's start-up (callgrind).
         version: SandboxedRunVersion.description,
-        subcommands: [Run.self, Pick.self, Resolve.self, GrantsCommand.self, Container.self, Doctor.self, Append.self, OpenPanel.self, Coordinate.self, SyncSimulatorCommand.self, Versions.self]
+        subcommands: [Run.self, Pick.self, Resolve.self, GrantsCommand.self, Container.self, Doctor.self, Append.self, OpenPanel.self, StartAccessing.self, StopAccessing.self, Coordinate.self, SyncSimulatorCommand.self, Versions.self]
     )
 
     /// Runs a command and turns every failure into one line on stderr and a documented exit code.

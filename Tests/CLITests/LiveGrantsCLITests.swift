@@ -26,6 +26,23 @@ import Testing
         FileManager.default.createFile(atPath: picker, contents: Data(script.utf8), attributes: [.posixPermissions: 0o755])
     }
 
+    /// A policy file in the home with `keys` set to true besides the writer's system paths.
+    func policyFile(keys: [String]) throws -> String {
+        let path = home.path + "/policy-\(keys.count)-\(keys.joined().hashValue).plist"
+        let entries = keys.map { "<key>\($0)</key><true/>" }.joined()
+        let plist = """
+            <?xml version="1.0" encoding="UTF-8"?>
+            <plist version="1.0"><dict><key>com.apple.security.app-sandbox</key><true/>\(entries)
+            <key>org.sandboxed-run.system-paths.read-execute</key>
+            <array><string>/usr</string><string>/bin</string><string>/lib</string><string>/lib64</string></array>
+            <key>org.sandboxed-run.system-paths.read-only</key>
+            <array><string>/etc/ld.so.cache</string></array>
+            </dict></plist>
+            """
+        FileManager.default.createFile(atPath: path, contents: Data(plist.utf8))
+        return path
+    }
+
     var pickerRuns: Int {
         ((try? String(contentsOfFile: asked + ".count", encoding: .utf8)) ?? "").split(separator: "\n").count
     }
@@ -105,9 +122,14 @@ import Testing
     }
 
     @Test func openPanelWithoutAPickerFailsAtOnceAndGrantsNothing() throws {
-        let result = try run([], "\"$SANDBOXED_RUN\" open-panel; echo \"status $?\"; echo \"fd ${SANDBOXED_RUN_BROKER_FD-none}\"")
-        #expect(result.stdout == "status 3\nfd none\n", "\(result)")
-        #expect(result.stderr.contains("live grants are not available here"), "\(result.stderr)")
+        let result = try run([], "\"$SANDBOXED_RUN\" open-panel; echo \"status $?\"")
+        #expect(result.stdout == "status 2\n", "\(result)")
+        #expect(result.stderr.contains("nobody to ask"), "\(result.stderr)")
+        // A policy without a live-grant key: no socket at all.
+        let bare = try run(["--policy", try policyFile(keys: [])],
+                           "\"$SANDBOXED_RUN\" open-panel; echo \"status $?\"; echo \"fd ${SANDBOXED_RUN_BROKER_FD-none}\"")
+        #expect(bare.stdout == "status 3\nfd none\n", "\(bare)")
+        #expect(bare.stderr.contains("live grants are not available here"), "\(bare.stderr)")
         // The person cancels: 1, and nothing is granted either.
         try writePicker(printing: folder, status: 1)
         let cancelled = try run(["--picker", picker], "\"$SANDBOXED_RUN\" open-panel; echo \"status $?\"; ls /run/sandboxed-run/grants")
@@ -138,7 +160,7 @@ import Testing
 
     @Test func oversizedAndMalformedRequestsAreRefusedAndTheSandboxKeepsWorking() throws {
         let code = Self.client + "\n" + """
-            ask("oversized", request(prompt=b"a" * 512, extra=b"b" * 4000))
+            ask("oversized", request(prompt=b"a" * 512, extra=b"b" * 8000))
             ask("short", b"\\x01\\x01")
             ask("version", request(version=2))
             ask("operation", request(op=9))
@@ -150,7 +172,7 @@ import Testing
         let lines = result.stdout.split(separator: "\n").map(String.init)
         try #require(lines.count == 8, "\(result)")
         for line in lines.prefix(6) { #expect(line.split(separator: " ")[1] == "5", "\(line)") }
-        #expect(lines.first?.contains("at most 518 bytes") == true, "\(lines)")
+        #expect(lines.first?.contains("at most 8198 bytes") == true, "\(lines)")
         #expect(lines[6] == "ok 0 /run/sandboxed-run/grants/1" && lines[7] == "done", "\(result)")
         #expect(pickerRuns == 1)
     }
@@ -168,7 +190,8 @@ import Testing
         let result = try run(["--picker", picker], "python3 -c '\(code)'")
         let lines = result.stdout.split(separator: "\n").map(String.init)
         try #require(lines.count == 4, "\(result)")
-        #expect(lines[0].hasPrefix("path-after 5 ") && lines[1].hasPrefix("path-op 5 "), "\(lines)")
+        // Operation 2 takes a bookmark: a path there is no bookmark (15, invalid).
+        #expect(lines[0].hasPrefix("path-after 5 ") && lines[1].hasPrefix("path-op 15 invalid: "), "\(lines)")
         #expect(lines[2] == "as-prompt 0 /run/sandboxed-run/grants/1" && lines[3] == "picked bytes", "\(lines)")
         let prompt = (try? String(contentsOfFile: asked, encoding: .utf8)) ?? ""
         #expect(prompt == "\(Self.app) asks for a folder (read-write): /etc\\x1b]0;owned\\x07\\n", "\(prompt)")
@@ -192,4 +215,166 @@ import Testing
         #expect(result.stdout == "status 4\n", "\(result)")
         #expect(result.stderr.contains("sandboxed-run"), "\(result.stderr)")
     }
+
+    // MARK: Bookmarks: open-panel -o, start-accessing, stop-accessing
+
+    /// The app's container on the host (made by a first run).
+    func container() throws -> String {
+        let result = try run([], "printf %s \"$SANDBOX_CONTAINER\"")
+        #expect(result.status == 0 && result.stdout.hasPrefix("/"), "\(result)")
+        return result.stdout
+    }
+
+    func resolve(_ file: String, app: String = LiveGrantsCLITests.app) throws -> CLI.Result {
+        try CLI.run(["resolve", "--app", app, file], home: home)
+    }
+
+    /// A bookmark the host's `pick` wrote into the container; its grant id.
+    @discardableResult
+    func pickInto(_ file: String, folder: String? = nil, app: String = LiveGrantsCLITests.app, readOnly: Bool = false) throws -> String {
+        let result = try CLI.run(["pick", "--app", app, "--select", folder ?? self.folder, "-o", file] + (readOnly ? ["--read-only"] : []), home: home)
+        #expect(result.status == 0, "\(result)")
+        return String((result.stdout + result.stderr).split(separator: "(grant ").last?.prefix(12) ?? "")
+    }
+
+    /// open-panel -o: the broker sends a bookmark sealed for this app, and
+    /// the command itself writes it (in its container); the host resolves it fresh.
+    @Test func openPanelWritesABookmarkSealedForThisApp() throws {
+        let script = """
+            p=$("$SANDBOXED_RUN" open-panel -o "$SANDBOX_CONTAINER/notes.bookmark") || exit 9
+            echo "at $p"; printf '%s' "$SANDBOX_CONTAINER" > "$SANDBOX_CONTAINER/where"
+            """
+        let result = try run(["--picker", picker], script)
+        #expect(result.status == 0 && result.stdout == "at /run/sandboxed-run/grants/1\n", "\(result)")
+        let box = try String(contentsOfFile: try container() + "/where", encoding: .utf8)
+        let file = box + "/notes.bookmark"
+        #expect(try resolve(file).status == 0, "fresh, for this app")
+        #expect(try resolve(file, app: "com.example.other").status == 14, "another app's: wrong-app")
+        // A policy without bookmarks.app-scope makes none: refused before the person is asked.
+        let before = pickerRuns
+        let policy = try policyFile(keys: ["com.apple.security.files.user-selected.read-write"])
+        let refused = try run(["--picker", picker, "--policy", policy],
+                              "\"$SANDBOXED_RUN\" open-panel -o \"$SANDBOX_CONTAINER/other.bookmark\"; echo \"status $?\"")
+        #expect(refused.stdout == "status 3\n" && refused.stderr.contains("bookmarks.app-scope"), "\(refused)")
+        #expect(pickerRuns == before && !FileManager.default.fileExists(atPath: box + "/other.bookmark"))
+    }
+
+    /// A bookmark persisted in one run opens in a later run with no --grant
+    /// and no picker; starts are counted, the last stop cuts access, a folder
+    /// not started is refused, and descriptors already open keep working.
+    @Test func aBookmarkOpensInALaterRunAndStopAccessingCutsIt() throws {
+        try startAndStop(as: nil)
+    }
+
+    @Test(.enabled(if: canBecomeNobody, "needs root (to become uid 65534) and setpriv"))
+    func aBookmarkOpensInALaterRunUnprivileged() throws {
+        try startAndStop(as: 65534)
+    }
+
+    func startAndStop(as user: uid_t?) throws {
+        let first = try run(["--picker", picker], "\"$SANDBOXED_RUN\" open-panel -o \"$SANDBOX_CONTAINER/b\" >/dev/null && echo ok", as: user)
+        #expect(first.stdout == "ok\n", "\(first)")
+        let script = """
+            b="$SANDBOX_CONTAINER/b"
+            ls /run/sandboxed-run/grants
+            p=$("$SANDBOXED_RUN" start-accessing "$b") || exit 9
+            q=$("$SANDBOXED_RUN" start-accessing "$b") || exit 8
+            echo "at $p $q"; cat "$p/note.txt"
+            exec 3< "$p/note.txt"
+            "$SANDBOXED_RUN" stop-accessing "$b" && cat "$p/note.txt" >/dev/null && echo still-started
+            "$SANDBOXED_RUN" stop-accessing "$b" && echo stopped
+            cat "$p/note.txt" 2>/dev/null || echo unreachable
+            cat <&3
+            "$SANDBOXED_RUN" stop-accessing "$b"; echo "again $?"
+            "$SANDBOXED_RUN" start-accessing "$b"; echo "restart $?"
+            """
+        let result = try run([], script, as: user)
+        #expect(result.status == 0, "\(result)")
+        #expect(result.stdout == """
+            at /run/sandboxed-run/grants/1 /run/sandboxed-run/grants/1
+            picked bytes
+            still-started
+            stopped
+            unreachable
+            picked bytes
+            again 6
+            /run/sandboxed-run/grants/2
+            restart 0
+
+            """, "\(result)")
+    }
+
+    /// Every rule of `resolve`, with its exit code: a revoked grant, another
+    /// app's bookmark, bytes that are no bookmark, a replaced folder; a moved
+    /// folder is followed and the command gets the renewed bookmark to write.
+    @Test func startAccessingAppliesResolvesRules() throws {
+        let box = try container()
+        let attempt = { (file: String) throws -> CLI.Result in
+            try self.run([], "\"$SANDBOXED_RUN\" start-accessing \"$SANDBOX_CONTAINER/\(file)\" && cat \"$(\"$SANDBOXED_RUN\" start-accessing \"$SANDBOX_CONTAINER/\(file)\")/note.txt\"; echo \"status $?\"")
+        }
+        // Revoked.
+        let revoked = try pickInto(box + "/revoked")
+        #expect(try CLI.run(["grants", "revoke", "--grant", revoked], home: home).status == 0)
+        // Another app's, copied into this app's container.
+        try pickInto(box + "/other", app: "com.example.other")
+        // Not a bookmark.
+        FileManager.default.createFile(atPath: box + "/garbage", contents: Data("SRBM\u{1}/etc".utf8))
+        for (file, status) in [("revoked", 13), ("other", 14), ("garbage", 15)] {
+            let result = try attempt(file)
+            #expect(result.stdout == "status \(status)\n", "\(file): \(result)")
+        }
+        // Replaced: deleted and made again at the same path.
+        let second = home.path + "/Second"
+        try FileManager.default.createDirectory(atPath: second, withIntermediateDirectories: true)
+        try pickInto(box + "/replaced", folder: second)
+        try FileManager.default.removeItem(atPath: second)
+        try FileManager.default.createDirectory(atPath: second, withIntermediateDirectories: true)
+        FileManager.default.createFile(atPath: second + "/note.txt", contents: Data("impostor\n".utf8))
+        #expect(try attempt("replaced").stdout == "status 11\n")
+        // Moved: followed; the command rewrites its bookmark, which then resolves fresh.
+        try pickInto(box + "/moved")
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: box + "/moved"))
+        try FileManager.default.moveItem(atPath: folder, toPath: home.path + "/Renamed")
+        let moved = try run([], "cat \"$(\"$SANDBOXED_RUN\" start-accessing \"$SANDBOX_CONTAINER/moved\")/note.txt\"; echo \"status $?\"")
+        #expect(moved.stdout == "picked bytes\nstatus 0\n" && moved.stderr.contains("rewritten"), "\(moved)")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: box + "/moved")) != bytes)
+        let fresh = try resolve(box + "/moved")
+        #expect(fresh.status == 0 && fresh.stdout.contains("Renamed"), "\(fresh)")
+    }
+
+    /// `grants revoke` reaches a running sandbox: a command looping over a
+    /// file of a folder it started accessing finds it gone soon after the
+    /// revocation, while a descriptor it opened before keeps working.
+    @Test func grantsRevokeCutsARunningCommand() throws {
+        let box = try container()
+        let id = try pickInto(box + "/b")
+        let script = """
+            p=$("$SANDBOXED_RUN" start-accessing "$SANDBOX_CONTAINER/b") || exit 9
+            exec 3< "$p/note.txt"
+            # The command closes its end of the broker: revocations still reach it.
+            eval "exec $SANDBOXED_RUN_BROKER_FD>&-"
+            : > "$SANDBOX_CONTAINER/ready"
+            while [ $SECONDS -lt 20 ] && read -r line < "$p/note.txt"; do :; done
+            date +%s%N > "$SANDBOX_CONTAINER/failed"
+            cat <&3
+            ls "$p" 2>/dev/null || echo gone
+            """
+        let (process, out, err) = try CLI.start(["run", "--app", Self.app, "--", "/bin/bash", "-c", script], home: home)
+        var waited = 0
+        while !FileManager.default.fileExists(atPath: box + "/ready") && waited < 200 { usleep(50_000); waited += 1 }
+        usleep(200_000)
+        let revoked = try CLI.run(["grants", "revoke", "--grant", id], home: home)
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        let revokedAt = Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec)
+        let stdout = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        #expect(revoked.status == 0, "\(revoked)")
+        #expect(process.terminationStatus == 0 && stdout == "picked bytes\ngone\n", "\(stdout) \(stderr)")
+        let failed = Int64((try? String(contentsOfFile: box + "/failed", encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "") ?? 0
+        // 100 ms is the aim (measured in Benchmarks/live-grants.sh); generous here, the machine is shared.
+        #expect(failed - revokedAt < 500_000_000, "access ended \((failed - revokedAt) / 1_000_000) ms after the revocation")
+    }
 }
+

@@ -173,13 +173,13 @@ _sandboxed-run() {
     unset 'unparsed_words[0]'
     unparsed_words=("${unparsed_words[@]}")
     case "${subcommand}" in
-    run|pick|resolve|grants|container|doctor|append|open-panel|coordinate|sync-simulator|versions|help)
+    run|pick|resolve|grants|container|doctor|append|open-panel|start-accessing|stop-accessing|coordinate|sync-simulator|versions|help)
         # Offer subcommand argument completions
         "_sandboxed-run_${subcommand}"
         ;;
     *)
         # Offer subcommand completions
-        COMPREPLY+=($(compgen -W 'run pick resolve grants container doctor append open-panel coordinate sync-simulator versions help' -- "${cur}"))
+        COMPREPLY+=($(compgen -W 'run pick resolve grants container doctor append open-panel start-accessing stop-accessing coordinate sync-simulator versions help' -- "${cur}"))
         ;;
     esac
 }
@@ -431,7 +431,7 @@ _sandboxed-run_open-panel() {
     repeating_flags=()
     non_repeating_flags=(--read-only --version -h --help)
     repeating_options=()
-    non_repeating_options=(--prompt)
+    non_repeating_options=(--prompt --output -o)
     __sandboxed-run_offer_flags_options 0
 
     # Offer option value completions
@@ -439,7 +439,26 @@ _sandboxed-run_open-panel() {
     '--prompt')
         return
         ;;
+    '--output'|'-o')
+        return
+        ;;
     esac
+}
+
+_sandboxed-run_start-accessing() {
+    repeating_flags=()
+    non_repeating_flags=(--version -h --help)
+    repeating_options=()
+    non_repeating_options=()
+    __sandboxed-run_offer_flags_options 1
+}
+
+_sandboxed-run_stop-accessing() {
+    repeating_flags=()
+    non_repeating_flags=(--version -h --help)
+    repeating_options=()
+    non_repeating_options=()
+    __sandboxed-run_offer_flags_options 1
 }
 
 _sandboxed-run_coordinate() {

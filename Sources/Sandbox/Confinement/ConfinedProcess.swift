@@ -530,10 +530,13 @@ public final class ConfinedProcess: @unchecked Sendable {
             var fds = [pollfd(fd: keeper.report.rawValue, events: Int16(POLLIN), revents: 0)]
             if serving, let listener { fds.append(pollfd(fd: listener.rawValue, events: Int16(POLLIN), revents: 0)) }
             let brokerIndex = fds.count
-            if let liveGrants { fds.append(pollfd(fd: liveGrants.socket.rawValue, events: Int16(POLLIN), revents: 0)) }
+            if let liveGrants, liveGrants.serving { fds.append(pollfd(fd: liveGrants.socket.rawValue, events: Int16(POLLIN), revents: 0)) }
+            // Revocations are watched while grants are attached, served or not.
+            let watched = liveGrants?.watch?() ?? nil
+            if let descriptor = watched?.descriptor { fds.append(pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)) }
             let relayStart = fds.count
             relay?.addRequests(to: &fds)
-            let ready = poll(&fds, nfds_t(fds.count), -1)
+            let ready = poll(&fds, nfds_t(fds.count), watched?.timeout ?? -1)
             if ready < 0 {
                 if errno == EINTR { continue }
                 failure = Errno(rawValue: errno)
@@ -546,10 +549,11 @@ public final class ConfinedProcess: @unchecked Sendable {
                     serving = false  // every process holding the filter is gone
                 }
             }
-            if let liveGrants, fds[brokerIndex].revents != 0 {
+            if let liveGrants, liveGrants.serving, fds[brokerIndex].revents != 0 {
                 // One request at a time; once every process holding the command's end is gone, no more.
-                if fds[brokerIndex].revents & Int16(POLLIN) == 0 || !liveGrants.serveOne() { self.liveGrants = nil }
+                if fds[brokerIndex].revents & Int16(POLLIN) == 0 || !liveGrants.serveOne() { liveGrants.serving = false }
             }
+            if watched != nil { liveGrants?.recheck?() }
             relay?.serve(fds[relayStart...])
             if fds[0].revents != 0 {
                 do {

@@ -69,7 +69,8 @@ public final class ConfinementPlan: @unchecked Sendable {
     /// Set only under `--explain`/`--denials`: the filter then sends path calls to it.
     let observer: DenialObserver?
     /// The live-grant broker's socket (`LaunchRequest.liveGrants`), nil when
-    /// the request or the policy takes none: set its `handler` before `launch()`.
+    /// the request takes none or the policy has neither a user-selected key
+    /// nor `bookmarks.app-scope`: set its `handler` before `launch()`.
     public let liveGrants: LiveGrantBroker?
     /// The variable that holds the broker's descriptor number in the command.
     public static let brokerVariable = "SANDBOXED_RUN_BROKER_FD"
@@ -98,7 +99,7 @@ public final class ConfinementPlan: @unchecked Sendable {
         LaunchPhases.mark("container")
         arguments = request.command
         let launcher = request.exposeLauncher ? LauncherFiles.current : nil
-        liveGrants = request.liveGrants != .none && policy.userSelectedAccess != nil ? try LiveGrantBroker() : nil
+        liveGrants = request.liveGrants != .none && (policy.userSelectedAccess != nil || policy.bookmarksAppScope) ? try LiveGrantBroker() : nil
         environment = try Self.environment(
             for: request, container: container, launcher: launcher?.executable, broker: liveGrants?.commandDescriptor)
 

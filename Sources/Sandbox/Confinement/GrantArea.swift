@@ -20,34 +20,49 @@ public enum LiveGrantSupport: Sendable, Equatable {
 /// One request from the command: every byte of it is the command's.
 public struct LiveGrantRequest: Equatable, Sendable {
     public enum Operation: UInt8, Sendable {
-        /// Ask the user for a folder.
+        /// Ask the user for a folder; the payload is the prompt.
         case openPanel = 1
+        /// Make the folder of a bookmark of this app's reachable; the payload is the bookmark.
+        case startAccessing = 2
+        /// End one `startAccessing` of a bookmark; the payload is the bookmark.
+        case stopAccessing = 3
     }
 
     public var operation: Operation
-    /// Ask for read-only access (the policy may cap a read-write one).
+    /// Open panel: ask for read-only access (the policy may cap a read-write one).
     public var readOnly: Bool
-    /// Text for the picker: shown escaped and cut to `LiveGrantRequest.shownPrompt` characters.
-    public var prompt: [UInt8]
+    /// Open panel: the reply carries a bookmark of the folder, sealed for this app.
+    public var wantsBookmark: Bool
+    /// Open panel: text for the picker (shown escaped and cut); otherwise the bookmark.
+    public var payload: [UInt8]
 
     public static let version: UInt8 = 1
     public static let headerSize = 6
     public static let maximumPrompt = 512
+    /// A bookmark is smaller than this (a 4095-byte path and a 255-byte app id included).
+    public static let maximumBookmark = 8192
     /// The largest request; anything longer is refused whole.
-    public static let maximumSize = headerSize + maximumPrompt
+    public static let maximumSize = headerSize + maximumBookmark
     static let readOnlyFlag: UInt8 = 1
+    static let bookmarkFlag: UInt8 = 2
 
-    public init(operation: Operation, readOnly: Bool, prompt: [UInt8]) {
+    public init(operation: Operation, readOnly: Bool = false, wantsBookmark: Bool = false, payload: [UInt8]) {
         self.operation = operation
         self.readOnly = readOnly
-        self.prompt = prompt
+        self.wantsBookmark = wantsBookmark
+        self.payload = payload
     }
 
-    /// version, operation, flags, 0, prompt length (u16 little-endian), prompt.
+    /// The most `payload` may hold for `operation`.
+    public static func maximumPayload(_ operation: Operation) -> Int {
+        operation == .openPanel ? maximumPrompt : maximumBookmark
+    }
+
+    /// version, operation, flags, 0, payload length (u16 little-endian), payload.
     public func encoded() -> [UInt8] {
-        let length = min(prompt.count, Self.maximumPrompt)
-        return [Self.version, operation.rawValue, readOnly ? Self.readOnlyFlag : 0, 0, UInt8(length & 0xFF), UInt8(length >> 8)]
-            + prompt.prefix(length)
+        let length = min(payload.count, Self.maximumPayload(operation))
+        let flags = (readOnly ? Self.readOnlyFlag : 0) | (wantsBookmark ? Self.bookmarkFlag : 0)
+        return [Self.version, operation.rawValue, flags, 0, UInt8(length & 0xFF), UInt8(length >> 8)] + payload.prefix(length)
     }
 
     /// Decodes exactly one request; anything else is refused, naming why.
@@ -56,18 +71,22 @@ public struct LiveGrantRequest: Equatable, Sendable {
         guard bytes.count <= maximumSize else { throw .malformed("a request is at most \(maximumSize) bytes") }
         guard bytes[0] == version else { throw .malformed("protocol version \(bytes[0]); this broker speaks \(version)") }
         guard let operation = Operation(rawValue: bytes[1]) else { throw .malformed("unknown operation \(bytes[1])") }
-        guard bytes[2] & ~readOnlyFlag == 0, bytes[3] == 0 else { throw .malformed("unknown flags") }
+        let allowed = operation == .openPanel ? readOnlyFlag | bookmarkFlag : 0
+        guard bytes[2] & ~allowed == 0, bytes[3] == 0 else { throw .malformed("unknown flags") }
         let length = Int(bytes[4]) | Int(bytes[5]) << 8
-        guard length <= maximumPrompt, bytes.count == headerSize + length else {
-            throw .malformed("the prompt's length (\(length)) does not match the request's (\(bytes.count - headerSize) bytes after the header)")
+        guard length <= maximumPayload(operation), bytes.count == headerSize + length else {
+            throw .malformed("the payload's length (\(length), at most \(maximumPayload(operation))) does not match the request's (\(bytes.count - headerSize) bytes after the header)")
         }
-        return LiveGrantRequest(operation: operation, readOnly: bytes[2] & readOnlyFlag != 0, prompt: Array(bytes[headerSize...]))
+        guard operation == .openPanel || length > 0 else { throw .malformed("no bookmark") }
+        return LiveGrantRequest(
+            operation: operation, readOnly: bytes[2] & readOnlyFlag != 0, wantsBookmark: bytes[2] & bookmarkFlag != 0,
+            payload: Array(bytes[headerSize...]))
     }
 }
 
 /// The broker's answer.
 public struct LiveGrantReply: Equatable, Sendable {
-    public enum Status: UInt8, Sendable {
+    public enum Status: UInt8, Sendable, CaseIterable {
         /// `text` is the path at which the command now reaches the folder.
         case granted = 0
         /// The user chose nothing.
@@ -82,27 +101,45 @@ public struct LiveGrantReply: Equatable, Sendable {
         case malformed = 5
         /// Too many requests: the user is not asked again yet.
         case busy = 6
+        /// `stopAccessing` of a bookmark this sandbox is not accessing.
+        case notAccessing = 7
+        /// The bookmark was not followed: the outcomes of `resolve`, with its exit codes.
+        case replaced = 11
+        case missing = 12
+        case revoked = 13
+        case wrongApp = 14
+        case invalid = 15
+        case covered = 16
+        case inaccessible = 17
     }
 
     public var status: Status
     /// A path (granted) or a message, as bytes.
     public var text: [UInt8]
+    /// A bookmark for the command to keep (an open panel's `-o`, or one
+    /// renewed because the folder moved): the command writes it.
+    public var bookmark: [UInt8]?
 
     public static let maximumText = 8192
-    public static let maximumSize = 4 + maximumText
+    /// version, status, text length, text, and at most a bookmark with its length.
+    public static let maximumSize = 4 + maximumText + 2 + LiveGrantRequest.maximumBookmark
 
-    public init(status: Status, text: [UInt8]) {
+    public init(status: Status, text: [UInt8], bookmark: [UInt8]? = nil) {
         self.status = status
         self.text = Array(text.prefix(Self.maximumText))
+        self.bookmark = bookmark.map { Array($0.prefix(LiveGrantRequest.maximumBookmark)) }
     }
 
     public init(status: Status, message: String) {
         self.init(status: status, text: Array(message.utf8))
     }
 
-    /// version, status, text length (u16 little-endian), text.
+    /// version, status, text length (u16 little-endian), text; then, only
+    /// when there is one, bookmark length (u16 little-endian), bookmark.
     public func encoded() -> [UInt8] {
-        [LiveGrantRequest.version, status.rawValue, UInt8(text.count & 0xFF), UInt8(text.count >> 8)] + text
+        var bytes = [LiveGrantRequest.version, status.rawValue, UInt8(text.count & 0xFF), UInt8(text.count >> 8)] + text
+        if let bookmark { bytes += [UInt8(bookmark.count & 0xFF), UInt8(bookmark.count >> 8)] + bookmark }
+        return bytes
     }
 
     public static func decode(_ bytes: [UInt8]) throws(LiveGrantWireError) -> LiveGrantReply {
@@ -110,8 +147,16 @@ public struct LiveGrantReply: Equatable, Sendable {
         guard bytes[0] == LiveGrantRequest.version else { throw .malformed("protocol version \(bytes[0])") }
         guard let status = Status(rawValue: bytes[1]) else { throw .malformed("unknown status \(bytes[1])") }
         let length = Int(bytes[2]) | Int(bytes[3]) << 8
-        guard bytes.count == 4 + length else { throw .malformed("the text's length does not match the reply's") }
-        return LiveGrantReply(status: status, text: Array(bytes[4...]))
+        guard length <= maximumText, bytes.count >= 4 + length else { throw .malformed("the text's length does not match the reply's") }
+        let text = Array(bytes[4..<4 + length])
+        let rest = bytes.count - 4 - length
+        if rest == 0 { return LiveGrantReply(status: status, text: text) }
+        guard rest >= 2 else { throw .malformed("a reply with a truncated bookmark") }
+        let bookmarkLength = Int(bytes[4 + length]) | Int(bytes[5 + length]) << 8
+        guard bookmarkLength > 0, bookmarkLength <= LiveGrantRequest.maximumBookmark, rest == 2 + bookmarkLength else {
+            throw .malformed("the bookmark's length does not match the reply's")
+        }
+        return LiveGrantReply(status: status, text: text, bookmark: Array(bytes[(6 + length)...]))
     }
 }
 
@@ -143,6 +188,15 @@ public final class LiveGrantBroker: @unchecked Sendable {
     var area: LiveGrantArea?
     /// Requests answered so far (each a message read), for tests and reports.
     public private(set) var served = 0
+    /// Until every process holding the command's end is gone.
+    var serving = true
+    /// While folders are attached: a descriptor to wait on for news of
+    /// revocations (nil: none) and the longest wait before `recheck` runs
+    /// anyway (milliseconds; -1: none). nil when nothing is to be watched.
+    public var watch: (() -> (descriptor: CInt?, timeout: CInt)?)?
+    /// Runs after every wake while `watch` gives something: checks the
+    /// attached grants are still live, detaching those that are not.
+    public var recheck: (() -> Void)?
 
     init() throws(SandboxError) {
         var pair: [CInt] = [-1, -1]
