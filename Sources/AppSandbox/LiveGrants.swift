@@ -338,8 +338,14 @@ public final class LiveGrantService: @unchecked Sendable {
         checks += 1
         let ids = Array(attached.keys)
         if ledger == nil { ledger = try? session.broker() }
-        let live = (try? ledger?.liveness(of: ids)) ?? [:]
-        for id in ids where live[id] != true {
+        // Read again through a new connection once before concluding the ledger cannot be read.
+        var live = try? ledger?.liveness(of: ids)
+        if live == nil {
+            ledger = try? session.broker()
+            live = try? ledger?.liveness(of: ids)
+        }
+        let known = live ?? [:]
+        for id in ids where known[id] != true {
             // A detach that fails (the helper gone: the sandbox is ending) is tried again at the next check.
             try? detach(id)
         }
