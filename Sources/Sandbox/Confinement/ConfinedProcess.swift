@@ -301,9 +301,19 @@ extension ConfinementPlan {
                     return .namespacesRefused
                 }
                 throw Self.failure(stage: stage, errno: error, command: arguments[0], inView: namespaces.contains(.view))
-            case .exited, .ended:
+            case .exited(let status):
+                // Killed (by the command, where no signal scope keeps it
+                // from that) before it could say the command runs.
                 keeper.abandon()
-                throw .setup(step: "starting the command (the keeper ended first)", errno: .noSuchProcess)
+                throw .setup(
+                    step: "starting the command (the keeper \(Termination(waitStatus: status).description) before it said the command "
+                        + "runs; processes the command started may still run)", errno: .noSuchProcess)
+            case .ended:
+                _ = shutdown(keeper.report.rawValue, CInt(SHUT_RDWR))
+                let how = keeper.reap().map { Termination(waitStatus: $0).description } ?? "ended"
+                throw .setup(
+                    step: "starting the command (the keeper \(how) before it said the command runs; "
+                        + "processes the command started may still run)", errno: .noSuchProcess)
             }
         }
     }
