@@ -29,6 +29,10 @@ else
     cp "$(scripts/build-release)" "$root/sandboxed-run"
 fi
 bin="$root/sandboxed-run"
+if [ -n "${VIEW:-}" ] && ! "$bin" run --help 2>&1 | grep -q -- '--view'; then
+    echo "VIEW=$VIEW: this launcher has no --view option; leave VIEW unset for today's host view" >&2
+    exit 2
+fi
 export XDG_DATA_HOME="$root/data" XDG_STATE_HOME="$root/state"
 
 # The tree: this repository's checkout (git archive of HEAD), copied until it
@@ -56,13 +60,7 @@ echo "tree: $count files in $copies copies of this repository's HEAD ($((bytes /
 "$bin" pick --app bench --select "$vault" -o "$root/vault.bookmark" >/dev/null
 run=("$bin" run --app bench)
 if [ -n "${POLICY:-}" ]; then run+=(--policy "$POLICY"); fi
-if [ -n "${VIEW:-}" ]; then
-    if ! "$bin" run --help 2>&1 | grep -q -- '--view'; then
-        echo "VIEW=$VIEW: this launcher has no --view option; leave VIEW unset for today's host view" >&2
-        exit 2
-    fi
-    run+=(--view "$VIEW")
-fi
+if [ -n "${VIEW:-}" ]; then run+=(--view "$VIEW"); fi
 run+=(--grant "VAULT=$root/vault.bookmark" --)
 bwrap=("$(command -v bwrap)" --ro-bind / / --bind "$vault" "$vault" --unshare-all --new-session --die-with-parent
        --dev /dev --proc /proc --tmpfs /tmp)
