@@ -94,7 +94,7 @@ static int csb_procfs(void) {
 }
 
 // The loopback interface of a new network namespace starts down.
-static int csb_loopback_up(void) {
+int csb_loopback_up(void) {
     int sock = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     if (sock < 0) return -1;
     struct ifreq request;
@@ -234,9 +234,9 @@ static int csb_view_fail(int *failure, int code) {
     return -1;
 }
 
-int csb_view_build(const struct csb_child_plan *plan, const struct csb_keeper_plan *keeper, int *failure, int *proc_mounted) {
+int csb_view_build(const struct csb_child_plan *plan, const struct csb_keeper_plan *keeper, int loopback_up, int *failure, int *proc_mounted) {
     *proc_mounted = 0;
-    if (keeper->private_network && csb_loopback_up() != 0) return csb_view_fail(failure, CSB_VIEW_FAILED_NETWORK);
+    if (keeper->private_network && !loopback_up && csb_loopback_up() != 0) return csb_view_fail(failure, CSB_VIEW_FAILED_NETWORK);
     struct csb_view_mounts mounts = { -1, -1, -1, -1, -1 };
     int result = -1;
     // The root: a tmpfs stacked on the namespace's "/". Our root stays the

@@ -2,6 +2,7 @@
 import CLaunch
 import CSyscalls
 import SystemPackage
+import Synchronization
 
 /// Which file-system tree the command sees.
 public enum FileSystemView: String, Sendable, CaseIterable {
@@ -15,6 +16,32 @@ public enum FileSystemView: String, Sendable, CaseIterable {
     /// The host's tree: what the rules allow can be used, everything else is
     /// refused by Landlock but still exists (`stat` answers).
     case host
+}
+
+/// The private view's network namespace, made ahead on a thread of the
+/// launcher (`csb_network_ahead_start`): the kernel's few hundred
+/// microseconds of making it overlap the launch's planning. Taken once, by
+/// the first keeper planned: no two sandboxes share a network namespace.
+final class NetworkNamespaceAhead: Sendable {
+    private let pending: Mutex<OpaquePointer?>
+
+    /// Nil where it cannot be made ahead (not root, no thread): the keeper makes its own.
+    init?() {
+        guard let started = csb_network_ahead_start() else { return nil }
+        pending = Mutex(started)
+    }
+
+    /// The namespace, once; nil afterwards or when the kernel refused it
+    /// here (the keeper then clones into a new one, as without).
+    func take() -> OwnedDescriptor? {
+        guard let started = pending.withLock({ pending in defer { pending = nil }; return pending }) else { return nil }
+        let fd = csb_network_ahead_finish(started)
+        return fd >= 0 ? OwnedDescriptor(taking: fd) : nil
+    }
+
+    deinit {
+        _ = take()
+    }
 }
 
 /// The private view, planned in the launcher: the steps the keeper takes in
