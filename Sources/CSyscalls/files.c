@@ -32,6 +32,14 @@ int csb_openat2_path_beneath(int dirfd, const char *path, int follow_symlinks) {
     return (int)syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
 }
 
+int csb_openat2_path_no_links(int dirfd, const char *path) {
+    struct open_how how;
+    memset(&how, 0, sizeof(how));
+    how.flags = O_PATH | O_CLOEXEC | O_NOFOLLOW;
+    how.resolve = RESOLVE_NO_SYMLINKS;
+    return (int)syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
+}
+
 int csb_chmod_fd(int fd, uint32_t mode) {
     // fchmodat2 (Linux 6.6) takes the O_PATH descriptor itself: no /proc walk.
     int done = (int)syscall(452 /* SYS_fchmodat2, not in Debian 12's headers */, fd, "", (mode_t)mode, AT_EMPTY_PATH);

@@ -70,6 +70,8 @@ int csb_openat2_path_in_root(int root, const char *path, int follow_symlinks);
 /// The same with `RESOLVE_BENEATH`: EXDEV when the walk would leave `dirfd`
 /// (an absolute link, or ".." above it).
 int csb_openat2_path_beneath(int dirfd, const char *path, int follow_symlinks);
+/// The same with `RESOLVE_NO_SYMLINKS` (no link followed anywhere on the way, the last name included): ELOOP at a link.
+int csb_openat2_path_no_links(int dirfd, const char *path);
 /// `fchmodat(2)` through `/proc/self/fd/N`, which reaches the inode of an O_PATH fd.
 int csb_chmod_fd(int fd, uint32_t mode);
 /// `fchownat(2)` with `AT_EMPTY_PATH`.

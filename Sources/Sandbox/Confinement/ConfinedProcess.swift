@@ -157,6 +157,7 @@ extension ConfinementPlan {
         let filter = try filter(view: view, readOnlyMounts: readOnly)
         let ptySlots: CInt = privateView != nil ? layout?.slots ?? 0 : 0
         let image = LaunchImage()
+        var aheadNetwork: OwnedDescriptor?
         image.planChild { plan, image in
             plan.path = image.string(executable)
             plan.argv = image.strings(arguments.map { Array($0.utf8) })
@@ -205,6 +206,12 @@ extension ConfinementPlan {
             if let privateView {
                 keeper.private_view = 1
                 keeper.private_network = privateNetwork ? 1 : 0
+                if privateNetwork, let namespace = networkAhead?.take() {
+                    // Open until the keeper is forked (spawn below), which joins it.
+                    aheadNetwork = namespace
+                    keeper.has_network_namespace = 1
+                    keeper.network_namespace_fd = namespace.rawValue
+                }
                 privateView.apply(to: &keeper, image: image)
                 keeper.tmp_access = ruleset?.rights(Self.temporaryRights(policy: request.policy, refer: reparenting?.allowsRefer ?? false)).rawValue ?? 0
                 keeper.terminal_access = ruleset?.rights([.readFile, .writeFile, .readDir, .ioctlDev]).rawValue ?? 0
@@ -221,6 +228,7 @@ extension ConfinementPlan {
             }
         }
         let spawned = image.spawn(keeperPID: &keeperPID, pidfd: &pidfd, report: &reportFD)
+        withExtendedLifetime(aheadNetwork) {}  // the keeper has its copy now
         LaunchPhases.mark("keeper forked")
         if spawned == CSB_SPAWN_NO_NAMESPACES {
             if privateView != nil {

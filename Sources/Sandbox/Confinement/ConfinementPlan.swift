@@ -57,6 +57,8 @@ public final class ConfinementPlan: @unchecked Sendable {
     let viewWorkingDirectory: [UInt8]
     /// No network entitlement: the private view gets a network namespace of its own.
     let privateNetwork: Bool
+    /// That namespace, made on a thread while the launch is planned (root only; nil: the keeper makes it).
+    let networkAhead: NetworkNamespaceAhead?
     /// No descriptor the command starts with is a folder (or an O_PATH
     /// descriptor), through which a path could leave the private view
     /// (`/proc/self/fd/N/..`): only then are attribute reads and watches native there.
@@ -83,6 +85,9 @@ public final class ConfinementPlan: @unchecked Sendable {
         }
         self.request = request
         let policy = request.policy
+        // Started first, so that the kernel's work overlaps the planning below.
+        let wantsPrivateNetwork = !policy.networkClient && !policy.networkServer
+        let networkAhead = request.view == .private && request.privateNamespaces && wantsPrivateNetwork ? NetworkNamespaceAhead() : nil
         let protections = features.protections(for: policy)
         report = EnforcementReport(features: .init(landlockABI: features.landlockABI), protections: protections)
         if request.compatibility == .hardRequirement, !report.missing.isEmpty {
@@ -116,7 +121,8 @@ public final class ConfinementPlan: @unchecked Sendable {
         }
         writableRoots = writable.map(\.descriptor)
         writablePaths = writable.map(\.path)
-        privateNetwork = !policy.networkClient && !policy.networkServer
+        privateNetwork = wantsPrivateNetwork
+        self.networkAhead = networkAhead
         descriptorsHoldNoFolder = Self.descriptorsHoldNoFolder(request)
         var unavailable: String?
         var plannedView: ViewPlan?
