@@ -3,6 +3,8 @@
 #include "csyscalls.h"
 #include "internal.h"
 
+#include <sys/vfs.h>
+
 int csb_open_path(int dirfd, const char *path, int follow_symlinks) {
     int flags = O_PATH | O_CLOEXEC | (follow_symlinks ? 0 : O_NOFOLLOW);
     return openat(dirfd, path, flags);
@@ -138,3 +140,10 @@ int csb_internal_inodes_refuse_setattr(void) {
 }
 
 const int CSB_O_PATH = O_PATH;
+
+int csb_filesystem_type(int fd, int64_t *type) {
+    struct statfs info;
+    if (fstatfs(fd, &info) != 0) return -1;
+    *type = (int64_t)info.f_type;
+    return 0;
+}

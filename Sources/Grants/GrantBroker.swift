@@ -262,6 +262,9 @@ public final class GrantBroker {
     /// protected path that is itself a bind mount of a folder inside the
     /// grant is not seen (docs/known-limits.md).
     public func checkNotProtected(_ folder: OwnedDescriptor, path: FilePath) throws(GrantError) {
+        if let exposed = KernelInterfaces.exposed(by: folder.rawValue, path: path.bytes) {
+            throw .kernelInterface(folder: Printable.path(path), at: Printable.path(bytes: exposed.path), type: exposed.type)
+        }
         // The state folder is the one checked and held open, whatever its
         // path names now; an absent folder has nothing to expose.
         let guarded = protectedFolders.map { protected in

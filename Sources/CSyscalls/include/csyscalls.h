@@ -118,6 +118,8 @@ int csb_mount_facts(int fd, uint64_t *mount_id, int *is_mount_root, uint64_t *de
 int csb_pidfd_open(pid_t pid);
 /// `pidfd_open(tid, PIDFD_THREAD)` then `pidfd_getfd(2)`: a copy of a thread's fd.
 int csb_copy_fd_of_thread(pid_t tid, int fd);
+/// `fstatfs(2)`'s `f_type`: which file system `fd` is on.
+int csb_filesystem_type(int fd, int64_t *_Nonnull type);
 /// `ioctl(SIOCGSKNS)`: a descriptor of the network namespace `socket` was made in.
 int csb_socket_network_namespace(int socket);
 /// `major(3)`, a macro Swift does not import.

@@ -419,6 +419,13 @@ public final class ConfinementPlan: @unchecked Sendable {
     private static func checkNothingReplaced(_ folders: [PathRule]) throws(SandboxError) {
         for rule in folders {
             guard let real = FilePath.pathBytes(ofDescriptor: rule.descriptor.rawValue) else { continue }
+            // Nor a kernel interface (procfs, sysfs...), or a folder holding one.
+            if let exposed = KernelInterfaces.exposed(by: rule.descriptor.rawValue, path: real) {
+                let place = "'\(Printable.path(bytes: real))' \(exposed.path == real ? "is" : "holds at \(Printable.path(bytes: exposed.path))") "
+                    + "the kernel's \(exposed.type), not data (a command there could read every process, and as root change the kernel's settings)"
+                if let name = rule.grantName { throw .usage("grant \(name): \(place): grant a folder of files") }
+                throw .usage("the app's container: \(place): keep containers elsewhere")
+            }
             for own in ["/dev", "/proc"].map({ Array($0.utf8) }) where real == own || real.starts(with: own + [UInt8(ascii: "/")]) {
                 let place = "'\(Printable.path(bytes: real))' lies in \(String(decoding: own, as: UTF8.self)), where the sandbox has its own "
                     + "(the command would not see this folder, and what it wrote there would be lost)"
