@@ -262,9 +262,6 @@ public final class GrantBroker {
     /// protected path that is itself a bind mount of a folder inside the
     /// grant is not seen (docs/known-limits.md).
     public func checkNotProtected(_ folder: OwnedDescriptor, path: FilePath) throws(GrantError) {
-        if let exposed = KernelInterfaces.exposed(by: folder.rawValue, path: path.bytes) {
-            throw .kernelInterface(folder: Printable.path(path), at: Printable.path(bytes: exposed.path), type: exposed.type)
-        }
         // The state folder is the one checked and held open, whatever its
         // path names now; an absent folder has nothing to expose.
         let guarded = protectedFolders.map { protected in
@@ -278,6 +275,10 @@ public final class GrantBroker {
                 throw .unprovenFolder(folder: "\(path)", protected: protectedFolders[index], errno: error)
             }
             throw .protectedFolder(folder: "\(path)", protected: protectedFolders[index])
+        }
+        // Then the kernel's interfaces (a folder holding the state is named for that first).
+        if let exposed = KernelInterfaces.exposed(by: folder.rawValue, path: path.bytes) {
+            throw .kernelInterface(folder: Printable.path(path), at: Printable.path(bytes: exposed.path), type: exposed.type)
         }
     }
 
