@@ -93,7 +93,12 @@ static int csb_devpts(void) {
 static int csb_procfs(void) {
     int context = fsopen("proc", FSOPEN_CLOEXEC);
     if (context < 0) return -1;
-    if (fsconfig(context, FSCONFIG_CMD_CREATE, NULL, NULL, 0) != 0) {
+    // Processes the command may not ptrace (the keeper, pid 1: a fork of
+    // the launcher, whose command line names host paths) are not listed.
+    // "ptraceable", not "invisible": that one exempts the mount's gid, 0,
+    // which a command launched by root is in.
+    if (fsconfig(context, FSCONFIG_SET_STRING, "hidepid", "ptraceable", 0) != 0
+        || fsconfig(context, FSCONFIG_CMD_CREATE, NULL, NULL, 0) != 0) {
         csb_close_saving_errno(context);
         return -1;
     }

@@ -232,6 +232,17 @@ import Testing
         #expect(result.stderr.components(separatedBy: "\(chroot)/proc beneath it is the kernel's proc").count == 3, "\(result.stderr)")
     }
 
+    /// The keeper (pid 1) is a fork of the launcher: its command line names
+    /// host paths (bookmark files, a policy file). The view's /proc lists
+    /// only what the command may ptrace, its own processes.
+    @Test func theKeeperIsNotListedInTheViewsProc() throws {
+        let script = "ls /proc | grep -x '[0-9]*' | head -1; cat /proc/1/cmdline >/dev/null 2>&1 && echo keeper-read || echo keeper-hidden"
+        let host = try run(["--view", "host"], script)
+        #expect(host.stdout == "1\nkeeper-read\n", "the leak in the host view: \(host.stderr)")
+        let own = try run([], script)
+        #expect(own.stdout == "2\nkeeper-hidden\n", "\(own.stderr)")
+    }
+
     // MARK: The hard requirement
 
     /// Installs a seccomp filter that refuses new user namespaces (as a
