@@ -25,7 +25,7 @@
 
 extern char **environ;
 
-enum { MAX_COMMANDS = 16, MAX_ARGS = 64 };
+enum { MAX_COMMANDS = 24, MAX_ARGS = 512 };  // bubblewrap building a policy's view takes a few hundred words
 
 static double now_ms(void) {
     struct timespec t;

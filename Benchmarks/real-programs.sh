@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
 # Real programs on a granted tree of a few thousand files: `ls -lR`, `git
-# status`, `find | sha256sum` (through sh -c) and a Python import of a few
+# status`, `find | sha256sum` (a sh script) and a Python import of a few
 # stdlib modules, each unconfined, under `sandboxed-run run` with the tree's
-# folder granted, and under bubblewrap with the folder bound, all in one
-# interleaved run (Benchmarks/interleaved.c: one run of each per round, in a
-# shuffled order). `run -- /bin/true` and bubblewrap's /bin/true run in the
-# same turns: their cost over /bin/true (the launch) is subtracted from each
-# confined figure, so the ratios are the programs' own. Prints medians and
-# ratios; asserts nothing.
+# folder granted, under bubblewrap with the folder bound (its "isolated"
+# line), and under bubblewrap building the same view as ours (the policy's
+# system paths, the container and the folder: Benchmarks/bwrap-view.py), all
+# in one interleaved run (Benchmarks/interleaved.c: one run of each per
+# round, in a shuffled order). `run -- /bin/true` and each bubblewrap's
+# /bin/true run in the same turns: their cost over /bin/true (the launch) is
+# subtracted from each confined figure, so the ratios are the programs' own.
+# Prints medians, ratios and the targets (ls -lR <= 1.3x unconfined, git
+# status <= 1.2x); asserts nothing.
 #   Benchmarks/real-programs.sh [ROUNDS]         (default 30)
-#   VIEW=host|private   adds `--view $VIEW` to every `run` (the launcher must know --view)
+#   VIEW=host|private   adds `--view $VIEW` to every `run` (unset: the launcher's default, private)
 #   POLICY=NAME|FILE    `--policy` for every `run` (default: the launcher's, writer)
 #   FILES=N             how many files the tree holds at least (default 3000)
 #   BIN=PATH            measure this launcher instead of building scripts/build-release's
@@ -33,6 +36,8 @@ if [ -n "${VIEW:-}" ] && ! "$bin" run --help 2>&1 | grep -q -- '--view'; then
     echo "VIEW=$VIEW: this launcher has no --view option; leave VIEW unset for today's host view" >&2
     exit 2
 fi
+view_label="${VIEW:-private (the default)}"
+"$bin" run --help 2>&1 | grep -q -- '--view' || view_label="host (a launcher without --view)"
 export XDG_DATA_HOME="$root/data" XDG_STATE_HOME="$root/state"
 
 # The tree: this repository's checkout (git archive of HEAD), copied until it
@@ -66,19 +71,27 @@ bwrap=("$(command -v bwrap)" --ro-bind / / --bind "$vault" "$vault" --unshare-al
        --dev /dev --proc /proc --tmpfs /tmp)
 # The container exists before the measurement, and every program runs once in each place.
 "${run[@]}" /bin/true
+container="$("${run[@]}" /usr/bin/printenv SANDBOX_CONTAINER)"
+policy_file="Policies/${POLICY:-writer}.plist"
+[ -f "${POLICY:-}" ] && policy_file="$POLICY"
+mapfile -t same_view < <(python3 Benchmarks/bwrap-view.py "$policy_file" --bind "$container" --bind "$vault")
+same_view[0]="$(command -v bwrap)"
 
-# python3 of the system (the sandbox's PATH has no pyenv or venv), writing no bytecode anywhere.
-imports="import json, decimal, email.parser, http.client, sqlite3, argparse, xml.etree.ElementTree, asyncio"
+# python3 of the system (the sandbox's PATH has no pyenv or venv), writing no
+# bytecode anywhere. The pipeline and the imports are scripts in the granted
+# folder (beside the tree): interleaved splits a command at every space.
+echo "cd '$tree' && find . | sha256sum" > "$vault/find-sha256sum.sh"
+echo "import json, decimal, email.parser, http.client, sqlite3, argparse, xml.etree.ElementTree, asyncio" > "$vault/imports.py"
 programs=(
     "/bin/ls -lR $tree"
     "/usr/bin/git -C $tree status"
-    "/bin/sh -c 'cd $tree && find . | sha256sum'"
-    "/usr/bin/python3 -B -c '$imports'"
+    "/bin/sh $vault/find-sha256sum.sh"
+    "/usr/bin/python3 -B $vault/imports.py"
 )
 names=("ls -lR" "git status" "find | sha256sum" "python3 imports")
-commands=("/bin/true" "${run[*]} /bin/true" "${bwrap[*]} /bin/true")
+commands=("/bin/true" "${run[*]} /bin/true" "${bwrap[*]} /bin/true" "${same_view[*]} /bin/true")
 for program in "${programs[@]}"; do
-    commands+=("$program" "${run[*]} $program" "${bwrap[*]} $program")
+    commands+=("$program" "${run[*]} $program" "${bwrap[*]} $program" "${same_view[*]} $program")
 done
 # Every command once, checked, before the turns (interleaved stops at the first failure without saying why).
 for command in "${commands[@]}"; do
@@ -87,22 +100,30 @@ done
 
 cc -O2 -o "$root/interleaved" Benchmarks/interleaved.c
 "$root/interleaved" "$rounds" 3 "${commands[@]}" > "$root/interleaved.txt"
-python3 - "$root/interleaved.txt" "$rounds" "${VIEW:-host (no --view)}" "${names[@]}" <<'PY'
+python3 - "$root/interleaved.txt" "$rounds" "$view_label" "${names[@]}" <<'PY'
 import sys
 path, rounds, view, names = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
 rows = [[float(x) for x in line.split()[:3]] for line in open(path)]
-true, run_true, bwrap_true = (row[0] for row in rows[:3])
-launch = {"run": run_true - true, "bwrap": bwrap_true - true}
+true, run_true, bwrap_true, same_true = (row[0] for row in rows[:4])
+launch = {"run": run_true - true, "bwrap": bwrap_true - true, "same": same_true - true}
 print(f"in turns, {rounds} rounds; sandboxed-run view: {view}")
-print(f"launch (median over /bin/true, subtracted below): sandboxed-run run {launch['run']:.2f} ms, bubblewrap {launch['bwrap']:.2f} ms")
-print(f"{'program':20} {'unconfined':>11} {'run':>9} {'bwrap':>9} {'run/unconf':>11} {'bwrap/unconf':>13} {'run/bwrap':>10}")
+print(f"launch (median over /bin/true, subtracted below): sandboxed-run run {launch['run']:.2f} ms, "
+      f"bubblewrap isolated {launch['bwrap']:.2f} ms, bubblewrap same view {launch['same']:.2f} ms")
+print(f"{'program':18} {'unconfined':>11} {'run':>9} {'bwrap':>9} {'bwrap view':>11} {'run/unconf':>11} {'bwrap/unconf':>13} {'view/unconf':>12} {'run/bwrap':>10}")
+targets = {"ls -lR": 1.3, "git status": 1.2}
+verdicts = []
 for index, name in enumerate(names):
-    bare, ours, theirs = (rows[3 + 3 * index + k][0] for k in range(3))
+    bare, ours, theirs, same = (rows[4 + 4 * index + k][0] for k in range(4))
     ours -= launch["run"]
     theirs -= launch["bwrap"]
-    print(f"{name:20} {bare:9.2f}ms {ours:7.2f}ms {theirs:7.2f}ms {ours / bare:10.2f}x {theirs / bare:12.2f}x {ours / theirs:9.2f}x")
+    same -= launch["same"]
+    print(f"{name:18} {bare:9.2f}ms {ours:7.2f}ms {theirs:7.2f}ms {same:9.2f}ms {ours / bare:10.2f}x {theirs / bare:12.2f}x {same / bare:11.2f}x {ours / theirs:9.2f}x")
+    if name in targets:
+        verdicts.append(f"  {name}: run x{ours / bare:.2f} of unconfined, target <= {targets[name]}: {'met' if ours / bare <= targets[name] else 'MISSED'}")
+print("targets (launch subtracted):")
+print("\n".join(verdicts))
 print("(medians, ms; the confined columns have their launch subtracted; p25-p75 of each command:)")
-labels = ["/bin/true", "run /bin/true", "bwrap /bin/true"] + [f"{n} {w}" for n in names for w in ("unconfined", "run", "bwrap")]
+labels = ["/bin/true", "run /bin/true", "bwrap /bin/true", "bwrap view /bin/true"] + [f"{n} {w}" for n in names for w in ("unconfined", "run", "bwrap", "bwrap view")]
 for label, row in zip(labels, rows):
     print(f"  {label:32} {row[0]:8.2f} ({row[1]:.2f}-{row[2]:.2f})")
 PY

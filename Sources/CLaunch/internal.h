@@ -46,11 +46,15 @@ struct csb_report { int stage; int error; int value; };
 /// One report message, with `passed_fd` as SCM_RIGHTS when >= 0.
 void csb_report_send(int fd, int stage, int error, int value, int passed_fd);
 
-/// Builds the private view in the keeper's new namespaces (view.c): 0, or
+/// Builds the private view in the keeper's new namespaces (view.c), and
+/// brings up the loopback of a private network unless `loopback_up`: 0, or
 /// -1 with errno and `failure` (a csb_view_failure, or the failing step).
 /// The root is final afterwards, with the sandbox's /proc when
 /// `proc_mounted` says so; /dev/shm is still to mount.
-int csb_view_build(const struct csb_child_plan *plan, const struct csb_keeper_plan *keeper, int *failure, int *proc_mounted);
+int csb_view_build(const struct csb_child_plan *plan, const struct csb_keeper_plan *keeper, int loopback_up, int *failure, int *proc_mounted);
+
+/// Brings up the loopback interface of the caller's network namespace (view.c).
+int csb_loopback_up(void);
 
 /// Live grants (grantarea.c). Before the view: keeps a descriptor of the
 /// keeper's namespace, which still sees the host's tree, and moves the

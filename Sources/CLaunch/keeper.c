@@ -330,6 +330,16 @@ static int csb_keeper_enter_namespaces(const struct csb_child_plan *plan, const 
     // comes later and reaches the same nsfs inodes.
     if (keeper->read_only_mounts && !csb_nsfs_refuses_setattr()) csb_keeper_fail(report_fd, CSB_KEEPER_READ_ONLY_MOUNTS);
     if (keeper->private_view) {
+        // The network namespace made ahead, when the keeper was cloned
+        // without one (csb_spawn_kept): its loopback is up already.
+        int joined = 0;
+        if (keeper->private_network && keeper->has_network_namespace && !(namespaces & CSB_NAMESPACES_USER)) {
+            if (setns(keeper->network_namespace_fd, CLONE_NEWNET) != 0) {
+                csb_report_send(report_fd, CSB_KEEPER_VIEW, errno, CSB_VIEW_FAILED_NETWORK, -1);
+                _exit(127);
+            }
+            joined = 1;
+        }
         // Every mount but /tmp, /dev/shm and the writable binds is
         // read-only in the view: what read-only mounts give the host view.
         int failure = 0, proc_mounted = 0;
@@ -337,7 +347,7 @@ static int csb_keeper_enter_namespaces(const struct csb_child_plan *plan, const 
             csb_report_send(report_fd, CSB_KEEPER_VIEW, errno, CSB_VIEW_FAILED_GRANT_AREA, -1);
             _exit(127);
         }
-        if (csb_view_build(plan, keeper, &failure, &proc_mounted) != 0) {
+        if (csb_view_build(plan, keeper, joined, &failure, &proc_mounted) != 0) {
             csb_report_send(report_fd, CSB_KEEPER_VIEW, errno, failure, -1);
             _exit(127);
         }
@@ -526,9 +536,12 @@ int csb_spawn_kept(const struct csb_child_plan *plan, const struct csb_keeper_pl
     if (keeper->private_namespaces) {
         // Root needs no user namespace; anyone else may be refused one
         // (Ubuntu's AppArmor, a sysctl): then the keeper is a plain fork.
+        // A network namespace made ahead belongs to the launcher's user
+        // namespace: the keeper joins it there, and clones a new one in a
+        // user namespace of its own.
         int network = keeper->private_view && keeper->private_network ? CLONE_NEWNET : 0;
         if (geteuid() == 0) {
-            pid = csb_clone_namespaced(CLONE_NEWNS | CLONE_NEWPID | network);
+            pid = csb_clone_namespaced(CLONE_NEWNS | CLONE_NEWPID | (keeper->has_network_namespace ? 0 : network));
             if (pid >= 0) namespaces = CSB_NAMESPACES_PID_MOUNT;
         }
         if (pid < 0 && keeper->user_namespace_allowed) {
@@ -603,3 +616,4 @@ int csb_child_report(int report_fd, int *stage, int *error, int *value, int *rec
     *value = report.value;
     return 1;
 }
+

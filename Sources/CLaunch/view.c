@@ -26,6 +26,8 @@
 
 // The ptys a sandbox may hold at once.
 #define CSB_VIEW_PTYS "64"
+// open_tree_attr(2): not in Debian 12's headers; one number on every architecture.
+#define CSB_SYS_OPEN_TREE_ATTR 467
 
 // The keeper's own mounts, kept for the rules and flags set once the root is final.
 struct csb_view_mounts { int root, dev, tmp, pts, proc; };
@@ -91,7 +93,12 @@ static int csb_devpts(void) {
 static int csb_procfs(void) {
     int context = fsopen("proc", FSOPEN_CLOEXEC);
     if (context < 0) return -1;
-    if (fsconfig(context, FSCONFIG_CMD_CREATE, NULL, NULL, 0) != 0) {
+    // Processes the command may not ptrace (the keeper, pid 1: a fork of
+    // the launcher, whose command line names host paths) are not listed.
+    // "ptraceable", not "invisible": that one exempts the mount's gid, 0,
+    // which a command launched by root is in.
+    if (fsconfig(context, FSCONFIG_SET_STRING, "hidepid", "ptraceable", 0) != 0
+        || fsconfig(context, FSCONFIG_CMD_CREATE, NULL, NULL, 0) != 0) {
         csb_close_saving_errno(context);
         return -1;
     }
@@ -101,7 +108,7 @@ static int csb_procfs(void) {
 }
 
 // The loopback interface of a new network namespace starts down.
-static int csb_loopback_up(void) {
+int csb_loopback_up(void) {
     int sock = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     if (sock < 0) return -1;
     struct ifreq request;
@@ -140,20 +147,25 @@ static int csb_view_bind(int root, const struct csb_view_step *step) {
     // resolved it to its kernel name, so no link is on the way (the last
     // name is not followed; a link put on the way since leads to another
     // inode, which the comparison refuses).
-    int clone = open_tree(AT_FDCWD, step->source, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_SYMLINK_NOFOLLOW | (recursive ? AT_RECURSIVE : 0));
+    // The clone's flags, set while it is detached, so the command never
+    // sees it otherwise. Device nodes keep their devices (nodev off), and run nothing.
+    struct mount_attr attributes;
+    memset(&attributes, 0, sizeof(attributes));
+    attributes.attr_set = MOUNT_ATTR_NOSUID | ((step->flags & CSB_VIEW_DEVICE) ? MOUNT_ATTR_NOEXEC : MOUNT_ATTR_NODEV)
+        | ((step->flags & CSB_VIEW_WRITABLE) ? 0 : MOUNT_ATTR_RDONLY);
+    unsigned int clone_flags = OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_SYMLINK_NOFOLLOW | (recursive ? AT_RECURSIVE : 0);
+    // open_tree_attr (Linux 6.15) clones and sets the flags in one call (a
+    // launch makes some fifty binds); older kernels take the two calls.
+    int clone = (int)syscall(CSB_SYS_OPEN_TREE_ATTR, AT_FDCWD, step->source, clone_flags, &attributes, sizeof(attributes));
+    int flags_set = clone >= 0;
+    if (clone < 0 && errno == ENOSYS) clone = open_tree(AT_FDCWD, step->source, clone_flags);
     if (clone < 0) return optional ? 0 : -1;
     int same = csb_is_inode(clone, step->device, step->inode);
     if (same <= 0) {
         csb_close_saving_errno(clone);
         return same == 0 && optional ? 0 : -1;
     }
-    // Set while detached, so the command never sees it otherwise. Device
-    // nodes keep their devices (nodev off), and run nothing.
-    struct mount_attr attributes;
-    memset(&attributes, 0, sizeof(attributes));
-    attributes.attr_set = MOUNT_ATTR_NOSUID | ((step->flags & CSB_VIEW_DEVICE) ? MOUNT_ATTR_NOEXEC : MOUNT_ATTR_NODEV)
-        | ((step->flags & CSB_VIEW_WRITABLE) ? 0 : MOUNT_ATTR_RDONLY);
-    if (mount_setattr(clone, "", AT_EMPTY_PATH | (recursive ? AT_RECURSIVE : 0), &attributes, sizeof(attributes)) != 0) {
+    if (!flags_set && mount_setattr(clone, "", AT_EMPTY_PATH | (recursive ? AT_RECURSIVE : 0), &attributes, sizeof(attributes)) != 0) {
         csb_close_saving_errno(clone);
         return -1;
     }
@@ -236,9 +248,9 @@ static int csb_view_fail(int *failure, int code) {
     return -1;
 }
 
-int csb_view_build(const struct csb_child_plan *plan, const struct csb_keeper_plan *keeper, int *failure, int *proc_mounted) {
+int csb_view_build(const struct csb_child_plan *plan, const struct csb_keeper_plan *keeper, int loopback_up, int *failure, int *proc_mounted) {
     *proc_mounted = 0;
-    if (keeper->private_network && csb_loopback_up() != 0) return csb_view_fail(failure, CSB_VIEW_FAILED_NETWORK);
+    if (keeper->private_network && !loopback_up && csb_loopback_up() != 0) return csb_view_fail(failure, CSB_VIEW_FAILED_NETWORK);
     struct csb_view_mounts mounts = { -1, -1, -1, -1, -1 };
     int result = -1;
     // The root: a tmpfs stacked on the namespace's "/". Our root stays the

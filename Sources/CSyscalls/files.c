@@ -3,6 +3,8 @@
 #include "csyscalls.h"
 #include "internal.h"
 
+#include <sys/vfs.h>
+
 int csb_open_path(int dirfd, const char *path, int follow_symlinks) {
     int flags = O_PATH | O_CLOEXEC | (follow_symlinks ? 0 : O_NOFOLLOW);
     return openat(dirfd, path, flags);
@@ -29,6 +31,14 @@ int csb_openat2_path_beneath(int dirfd, const char *path, int follow_symlinks) {
     memset(&how, 0, sizeof(how));
     how.flags = O_PATH | O_CLOEXEC | (follow_symlinks ? 0 : O_NOFOLLOW);
     how.resolve = RESOLVE_NO_MAGICLINKS | RESOLVE_BENEATH;
+    return (int)syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
+}
+
+int csb_openat2_path_no_links(int dirfd, const char *path) {
+    struct open_how how;
+    memset(&how, 0, sizeof(how));
+    how.flags = O_PATH | O_CLOEXEC | O_NOFOLLOW;
+    how.resolve = RESOLVE_NO_SYMLINKS;
     return (int)syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
 }
 
@@ -130,3 +140,10 @@ int csb_internal_inodes_refuse_setattr(void) {
 }
 
 const int CSB_O_PATH = O_PATH;
+
+int csb_filesystem_type(int fd, int64_t *type) {
+    struct statfs info;
+    if (fstatfs(fd, &info) != 0) return -1;
+    *type = (int64_t)info.f_type;
+    return 0;
+}

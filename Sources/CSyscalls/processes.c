@@ -3,6 +3,9 @@
 #include "csyscalls.h"
 #include "internal.h"
 
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
+
 int csb_pidfd_open(pid_t pid) {
     return (int)syscall(SYS_pidfd_open, pid, 0);
 }
@@ -131,4 +134,8 @@ int csb_forward_signals_to(pid_t pid) {
 
 void csb_forward_signals_stop(pid_t pid) {
     if (csb_forward_pid == pid) csb_forward_pid = 0;
+}
+
+int csb_socket_network_namespace(int socket) {
+    return ioctl(socket, SIOCGSKNS);
 }

@@ -276,6 +276,10 @@ public final class GrantBroker {
             }
             throw .protectedFolder(folder: "\(path)", protected: protectedFolders[index])
         }
+        // Then the kernel's interfaces (a folder holding the state is named for that first).
+        if let exposed = KernelInterfaces.exposed(by: folder.rawValue, path: path.bytes) {
+            throw .kernelInterface(folder: Printable.path(path), at: Printable.path(bytes: exposed.path), type: exposed.type)
+        }
     }
 
     // MARK: Resolution

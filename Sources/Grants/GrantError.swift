@@ -10,6 +10,8 @@ public enum GrantError: Error, Equatable, CustomStringConvertible, Sendable {
     /// The folders above the folder could not be walked (it may not be
     /// searched), so that it is apart from the protected folders is unproven.
     case unprovenFolder(folder: String, protected: String, errno: Errno)
+    /// The folder is, or holds, a kernel interface (procfs, sysfs, cgroups...).
+    case kernelInterface(folder: String, at: String, type: String)
     /// The filesystem gives no file handle, so replacement could not be told apart.
     case noFolderIdentity(folder: String, errno: Errno)
     case stateDirectory(step: String, errno: Errno)
@@ -40,6 +42,9 @@ public enum GrantError: Error, Equatable, CustomStringConvertible, Sendable {
         case .unprovenFolder(let folder, let protected, let errno):
             "cannot grant \(folder): whether it holds or lies inside sandboxed-run's own \(protected) could not be checked, because the folders above it could not be walked from it (\(errno)). "
                 + "Let this user search it (`chmod u+x \(folder)`), or pick another folder."
+        case .kernelInterface(let folder, let at, let type):
+            "cannot grant \(folder): \(at == folder ? "it is" : "\(at) beneath it is") the kernel's \(type), not data: a command there could "
+                + "read every process of the machine, and as root change the kernel's settings. Pick a folder of files."
         case .noFolderIdentity(let folder, let errno):
             "cannot grant \(folder): its filesystem gives no file handle (\(errno)), so a replaced folder could not be told from the original"
         case .stateDirectory(let step, let errno):

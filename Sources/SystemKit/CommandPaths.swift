@@ -231,9 +231,19 @@ package final class CommandPaths {
     }
 
     private static func openat2(_ directory: CInt, _ path: [CChar], follow: Bool, inRoot: Bool) throws(Errno) -> OwnedDescriptor {
-        OwnedDescriptor(taking: try syscallRetrying {
-            inRoot ? csb_openat2_path_in_root(directory, path, follow ? 1 : 0) : csb_openat2_path(directory, path, follow ? 1 : 0)
-        })
+        // EAGAIN: a rename or mount elsewhere raced the ".." walk of a
+        // contained lookup. Tried again a few times; a command that keeps
+        // renaming gets EAGAIN for its own call, never a lookup outside.
+        var attempts = 0
+        while true {
+            do {
+                return OwnedDescriptor(taking: try syscallRetrying {
+                    inRoot ? csb_openat2_path_in_root(directory, path, follow ? 1 : 0) : csb_openat2_path(directory, path, follow ? 1 : 0)
+                })
+            } catch .resourceTemporarilyUnavailable where attempts < 8 {
+                attempts += 1
+            }
+        }
     }
 
     /// One openat2 (no magic links), after its last name is looked up in its

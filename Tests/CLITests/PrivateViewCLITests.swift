@@ -206,6 +206,43 @@ import Testing
         #expect(result.stderr.contains("grant G: '/dev/shm/G' lies in /dev, where the sandbox has its own"), "\(result.stderr)")
     }
 
+    /// procfs, sysfs and the like are the kernel's interfaces: as root (uid
+    /// 0 without capabilities) file modes are the only check on many of
+    /// their files. Never granted, directly or mounted beneath a folder,
+    /// whether the folder was picked before the mount or after.
+    @Test(.enabled(if: canMount, "needs root and unshare: a procfs mounted in a private mount namespace"))
+    func aKernelInterfaceIsNeverGranted() throws {
+        for folder in ["/proc/sys", "/sys", "/sys/fs/cgroup"] {
+            let picked = try CLI.run(["pick", "--app", Self.app, "--select", folder, "-o", bookmark], home: home)
+            #expect(picked.status == 125, "\(folder): \(picked.stderr)")
+            #expect(picked.stderr.contains("is the kernel's"), "\(folder): \(picked.stderr)")
+        }
+        let chroot = home.path + "/chroot"
+        try FileManager.default.createDirectory(atPath: chroot + "/proc", withIntermediateDirectories: true)
+        let script = """
+            "$0" pick --app \(Self.app) --select "$1" -o "$2" >/dev/null && mount -t proc proc "$1/proc" &&
+            "$0" run --app \(Self.app) --grant C="$2" -- /bin/sh -c 'cat "$SANDBOX_GRANT_C/proc/1/cmdline" && echo read'
+            echo "status $?"
+            "$0" pick --app \(Self.app) --select "$1" -o "$2.again"; echo "pick $?"
+            """
+        let result = try CLI.program("/usr/bin/unshare", ["-m", "--propagation", "private", "/bin/sh", "-c", script, CLI.binary, chroot, bookmark],
+                                     environment: home.environment)
+        #expect(result.stdout == "status 125\npick 125\n", "\(result.stdout) \(result.stderr)")
+        // At the launch (the folder was picked before the mount) and at a new pick.
+        #expect(result.stderr.components(separatedBy: "\(chroot)/proc beneath it is the kernel's proc").count == 3, "\(result.stderr)")
+    }
+
+    /// The keeper (pid 1) is a fork of the launcher: its command line names
+    /// host paths (bookmark files, a policy file). The view's /proc lists
+    /// only what the command may ptrace, its own processes.
+    @Test func theKeeperIsNotListedInTheViewsProc() throws {
+        let script = "ls /proc | grep -x '[0-9]*' | head -1; cat /proc/1/cmdline >/dev/null 2>&1 && echo keeper-read || echo keeper-hidden"
+        let host = try run(["--view", "host"], script)
+        #expect(host.stdout == "1\nkeeper-read\n", "the leak in the host view: \(host.stderr)")
+        let own = try run([], script)
+        #expect(own.stdout == "2\nkeeper-hidden\n", "\(own.stderr)")
+    }
+
     // MARK: The hard requirement
 
     /// Installs a seccomp filter that refuses new user namespaces (as a

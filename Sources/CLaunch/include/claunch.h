@@ -116,6 +116,12 @@ struct csb_keeper_plan {
     /// In the private view: a network namespace of the sandbox's own,
     /// loopback up (the policy has no network entitlement).
     int private_network;
+    /// With `private_network`: one made ahead (csb_network_ahead_finish),
+    /// which the keeper joins instead of cloning into a new one, when it
+    /// shares the launcher's user namespace; `network_namespace_fd` is its
+    /// descriptor when `has_network_namespace` is set.
+    int has_network_namespace;
+    int network_namespace_fd;
     const struct csb_view_step *_Nullable view_steps;
     int view_steps_count;
     /// Checked once the root is final: each path, followed from the new
@@ -148,6 +154,18 @@ struct csb_keeper_plan {
     /// The helper's end of its socket with the launcher (close-on-exec).
     int grant_helper_fd;
 };
+
+/// A new network namespace, loopback up, made on a thread of the launcher
+/// while it plans the launch: a network namespace costs the kernel some
+/// 400 µs (every subsystem's per-namespace setup), which then overlaps the
+/// planning instead of delaying the keeper's clone. Only where the launcher
+/// may make one in its own user namespace (root); NULL otherwise or when no
+/// thread could start (the keeper then clones into a new one, as before).
+struct csb_network_ahead;
+struct csb_network_ahead *_Nullable csb_network_ahead_start(void);
+/// Waits for the thread and frees `ahead`: the namespace's descriptor
+/// (O_CLOEXEC), or -1 with errno when the kernel refused it.
+int csb_network_ahead_finish(struct csb_network_ahead *_Nonnull ahead);
 
 /// One step of the private view, applied in order, paths relative to the
 /// new root. The launcher plans every step; the keeper only checks and acts.

@@ -70,6 +70,8 @@ int csb_openat2_path_in_root(int root, const char *path, int follow_symlinks);
 /// The same with `RESOLVE_BENEATH`: EXDEV when the walk would leave `dirfd`
 /// (an absolute link, or ".." above it).
 int csb_openat2_path_beneath(int dirfd, const char *path, int follow_symlinks);
+/// The same with `RESOLVE_NO_SYMLINKS` (no link followed anywhere on the way, the last name included): ELOOP at a link.
+int csb_openat2_path_no_links(int dirfd, const char *path);
 /// `fchmodat(2)` through `/proc/self/fd/N`, which reaches the inode of an O_PATH fd.
 int csb_chmod_fd(int fd, uint32_t mode);
 /// `fchownat(2)` with `AT_EMPTY_PATH`.
@@ -116,6 +118,10 @@ int csb_mount_facts(int fd, uint64_t *mount_id, int *is_mount_root, uint64_t *de
 int csb_pidfd_open(pid_t pid);
 /// `pidfd_open(tid, PIDFD_THREAD)` then `pidfd_getfd(2)`: a copy of a thread's fd.
 int csb_copy_fd_of_thread(pid_t tid, int fd);
+/// `fstatfs(2)`'s `f_type`: which file system `fd` is on.
+int csb_filesystem_type(int fd, int64_t *_Nonnull type);
+/// `ioctl(SIOCGSKNS)`: a descriptor of the network namespace `socket` was made in.
+int csb_socket_network_namespace(int socket);
 /// `major(3)`, a macro Swift does not import.
 unsigned int csb_device_major(uint64_t device);
 /// The device and inode of the folder `levels` (1...1024) above the folder `dirfd`.

@@ -164,6 +164,7 @@ extension ConfinementPlan {
         // launch can attach folders (`LiveGrantSupport.attach`).
         let grantHelper = privateView != nil && request.liveGrants == .attach && liveGrants != nil ? try LiveGrantHelperPair() : nil
         let image = LaunchImage()
+        var aheadNetwork: OwnedDescriptor?
         image.planChild { plan, image in
             plan.path = image.string(executable)
             plan.argv = image.strings(arguments.map { Array($0.utf8) })
@@ -212,6 +213,12 @@ extension ConfinementPlan {
             if let privateView {
                 keeper.private_view = 1
                 keeper.private_network = privateNetwork ? 1 : 0
+                if privateNetwork, let namespace = networkAhead?.take() {
+                    // Open until the keeper is forked (spawn below), which joins it.
+                    aheadNetwork = namespace
+                    keeper.has_network_namespace = 1
+                    keeper.network_namespace_fd = namespace.rawValue
+                }
                 privateView.apply(to: &keeper, image: image)
                 keeper.tmp_access = ruleset?.rights(Self.temporaryRights(policy: request.policy, refer: reparenting?.allowsRefer ?? false)).rawValue ?? 0
                 keeper.terminal_access = ruleset?.rights([.readFile, .writeFile, .readDir, .ioctlDev]).rawValue ?? 0
@@ -233,6 +240,7 @@ extension ConfinementPlan {
             }
         }
         let spawned = image.spawn(keeperPID: &keeperPID, pidfd: &pidfd, report: &reportFD)
+        withExtendedLifetime(aheadNetwork) {}  // the keeper has its copy now
         LaunchPhases.mark("keeper forked")
         if spawned == CSB_SPAWN_NO_NAMESPACES {
             if privateView != nil {
@@ -319,9 +327,19 @@ extension ConfinementPlan {
                     return .namespacesRefused
                 }
                 throw Self.failure(stage: stage, errno: error, command: arguments[0], inView: namespaces.contains(.view))
-            case .exited, .ended:
+            case .exited(let status):
+                // Killed (by the command, where no signal scope keeps it
+                // from that) before it could say the command runs.
                 keeper.abandon()
-                throw .setup(step: "starting the command (the keeper ended first)", errno: .noSuchProcess)
+                throw .setup(
+                    step: "starting the command (the keeper \(Termination(waitStatus: status).description) before it said the command "
+                        + "runs; processes the command started may still run)", errno: .noSuchProcess)
+            case .ended:
+                _ = shutdown(keeper.report.rawValue, CInt(SHUT_RDWR))
+                let how = keeper.reap().map { Termination(waitStatus: $0).description } ?? "ended"
+                throw .setup(
+                    step: "starting the command (the keeper \(how) before it said the command runs; "
+                        + "processes the command started may still run)", errno: .noSuchProcess)
             }
         }
     }

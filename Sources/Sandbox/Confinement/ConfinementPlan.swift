@@ -57,6 +57,8 @@ public final class ConfinementPlan: @unchecked Sendable {
     let viewWorkingDirectory: [UInt8]
     /// No network entitlement: the private view gets a network namespace of its own.
     let privateNetwork: Bool
+    /// That namespace, made on a thread while the launch is planned (root only; nil: the keeper makes it).
+    let networkAhead: NetworkNamespaceAhead?
     /// No descriptor the command starts with is a folder (or an O_PATH
     /// descriptor), through which a path could leave the private view
     /// (`/proc/self/fd/N/..`): only then are attribute reads and watches native there.
@@ -89,6 +91,9 @@ public final class ConfinementPlan: @unchecked Sendable {
         }
         self.request = request
         let policy = request.policy
+        // Started first, so that the kernel's work overlaps the planning below.
+        let wantsPrivateNetwork = !policy.networkClient && !policy.networkServer
+        let networkAhead = request.view == .private && request.privateNamespaces && wantsPrivateNetwork ? NetworkNamespaceAhead() : nil
         let protections = features.protections(for: policy)
         report = EnforcementReport(features: .init(landlockABI: features.landlockABI), protections: protections)
         if request.compatibility == .hardRequirement, !report.missing.isEmpty {
@@ -124,7 +129,8 @@ public final class ConfinementPlan: @unchecked Sendable {
         }
         writableRoots = writable.map(\.descriptor)
         writablePaths = writable.map(\.path)
-        privateNetwork = !policy.networkClient && !policy.networkServer
+        privateNetwork = wantsPrivateNetwork
+        self.networkAhead = networkAhead
         descriptorsHoldNoFolder = Self.descriptorsHoldNoFolder(request)
         var unavailable: String?
         var plannedView: ViewPlan?
@@ -421,6 +427,13 @@ public final class ConfinementPlan: @unchecked Sendable {
     private static func checkNothingReplaced(_ folders: [PathRule]) throws(SandboxError) {
         for rule in folders {
             guard let real = FilePath.pathBytes(ofDescriptor: rule.descriptor.rawValue) else { continue }
+            // Nor a kernel interface (procfs, sysfs...), or a folder holding one.
+            if let exposed = KernelInterfaces.exposed(by: rule.descriptor.rawValue, path: real) {
+                let place = "'\(Printable.path(bytes: real))' \(exposed.path == real ? "is" : "holds at \(Printable.path(bytes: exposed.path))") "
+                    + "the kernel's \(exposed.type), not data (a command there could read every process, and as root change the kernel's settings)"
+                if let name = rule.grantName { throw .usage("grant \(name): \(place): grant a folder of files") }
+                throw .usage("the app's container: \(place): keep containers elsewhere")
+            }
             for own in ["/dev", "/proc"].map({ Array($0.utf8) }) where real == own || real.starts(with: own + [UInt8(ascii: "/")]) {
                 let place = "'\(Printable.path(bytes: real))' lies in \(String(decoding: own, as: UTF8.self)), where the sandbox has its own "
                     + "(the command would not see this folder, and what it wrote there would be lost)"

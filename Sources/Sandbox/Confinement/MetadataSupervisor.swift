@@ -1,7 +1,81 @@
 @preconcurrency import Glibc
 import CSyscalls
 import CSeccomp
+import Synchronization
 import SystemPackage
+
+/// How many connects wait on threads of their own; beyond the limit the
+/// command gets EAGAIN, so it cannot make the launcher start threads without end.
+final class WaitingConnects: Sendable {
+    static let limit = 16
+    private let count = Atomic<Int>(0)
+
+    func enter() -> Bool {
+        if count.add(1, ordering: .relaxed).newValue <= Self.limit { return true }
+        count.subtract(1, ordering: .relaxed)
+        return false
+    }
+
+    func leave() { count.subtract(1, ordering: .relaxed) }
+}
+
+/// One supervised `connect`: the copy of the command's socket, the checked
+/// address, and the descriptor that keeps the checked socket inode named.
+final class ConnectJob: @unchecked Sendable {
+    let socket: OwnedDescriptor
+    let address: [UInt8]
+    let keeping: OwnedDescriptor?
+    private var answer: (id: UInt64, listener: OwnedDescriptor, done: () -> Void)?
+
+    init(socket: OwnedDescriptor, address: [UInt8], keeping: OwnedDescriptor?) {
+        self.socket = socket
+        self.address = address
+        self.keeping = keeping
+    }
+
+    /// 0, or the errno.
+    func connect() -> Int32 {
+        let result = address.withUnsafeBytes { bytes in
+            Glibc.connect(socket.rawValue, bytes.baseAddress!.assumingMemoryBound(to: sockaddr.self), socklen_t(bytes.count))
+        }
+        return result == 0 ? 0 : errno
+    }
+
+    /// Connects on a detached thread (with no effective capabilities, as
+    /// the child) and answers request `id` on `listener`; false when no
+    /// thread could be made.
+    func startThread(answering id: UInt64, on listener: OwnedDescriptor, done: @escaping () -> Void) -> Bool {
+        answer = (id, listener, done)
+        let box = Unmanaged.passRetained(self).toOpaque()
+        var thread = pthread_t()
+        var attributes = pthread_attr_t()
+        pthread_attr_init(&attributes)
+        pthread_attr_setdetachstate(&attributes, Int32(PTHREAD_CREATE_DETACHED))
+        defer { pthread_attr_destroy(&attributes) }
+        let created = pthread_create(&thread, &attributes, { raw in
+            let job = Unmanaged<ConnectJob>.fromOpaque(raw!).takeRetainedValue()
+            job.run()
+            return nil
+        }, box)
+        if created != 0 { Unmanaged<ConnectJob>.fromOpaque(box).release() }
+        return created == 0
+    }
+
+    private func run() {
+        guard let answer else { return }
+        var response = csb_seccomp_notif_resp()
+        response.id = answer.id
+        if let saved = try? SavedCapabilities.clearingEffective() {
+            let result = connect()
+            saved.restore()
+            response.error = -result
+        } else {
+            response.error = -EPERM
+        }
+        _ = csb_seccomp_notify_respond(answer.listener.rawValue, &response)
+        answer.done()
+    }
+}
 
 /// Landlock does not mediate chmod, chown, utimes, xattrs or inotify
 /// watches, so the filter sends them here (seccomp user notification). The
@@ -29,6 +103,7 @@ final class MetadataSupervisor {
     init(writableRoots: [OwnedDescriptor], readableRoots: [OwnedDescriptor], paths: CommandPaths = CommandPaths()) {
         self.paths = paths
         pinned = writableRoots + readableRoots
+        ruleDevices = Set(pinned.compactMap { try? UInt64($0.status().st_dev) })
         writable = Set(writableRoots.compactMap { try? $0.status().inodeIdentity })
         readable = Set(readableRoots.compactMap { try? $0.status().inodeIdentity })
     }
@@ -42,12 +117,24 @@ final class MetadataSupervisor {
         paths.enterNamespace(of: keeper, privateMounts: shadowed)
         for mount in own where mount != "/proc" {
             guard let found = try? paths.resolve(.path(base: nil, Array(mount.utf8CString), follow: false), caller: 0) else { continue }
+            // A grant or system path bound over the sandbox's own mount (a
+            // grant of the host's /tmp) is the host's, never the sandbox's.
+            guard !ruleDevices.contains(UInt64(found.status.st_dev)) else { continue }
             pinned.append(found.target)
             writable.insert(found.status.inodeIdentity)
             readable.insert(found.status.inodeIdentity)
             ownDevices.insert(UInt64(found.status.st_dev))
         }
+        var status = stat()
+        if stat("/proc/\(keeper)/ns/net", &status) == 0 { network = status.inodeIdentity }
     }
+
+    /// The devices of every folder the rules name: none of them is the sandbox's own.
+    private let ruleDevices: Set<UInt64>
+    /// The sandbox's network namespace (the keeper's), once it is known.
+    private var network: InodeIdentity?
+    /// Connects that may block, each on a thread of its own, answered from there.
+    private let waitingConnects = WaitingConnects()
 
     /// The devices of the sandbox's own writable mounts (its /tmp and
     /// /dev/shm, tmpfs no host process has a path to): the only places a
@@ -63,7 +150,7 @@ final class MetadataSupervisor {
     /// a name changed after the check reaches nothing else. A host process
     /// may listen in a grant or the container, which Landlock does not
     /// mediate before ABI 9: those are refused (EACCES).
-    private func connect(_ request: csb_seccomp_notif, listener: CInt) throws(Errno) -> Int64 {
+    private func connect(_ request: csb_seccomp_notif, listener: CInt) throws(Errno) -> Int64? {
         let caller = pid_t(truncatingIfNeeded: request.pid)
         let args = Arguments(request.data.args)
         let fd = Int32(truncatingIfNeeded: args[0])
@@ -83,6 +170,20 @@ final class MetadataSupervisor {
         var domainLength = socklen_t(MemoryLayout<CInt>.size)
         guard getsockopt(socket.rawValue, SOL_SOCKET, SO_DOMAIN, &domain, &domainLength) == 0 else { throw Errno(rawValue: errno) }
         guard domain == AF_UNIX else { throw .permissionDenied }
+        // A socket handed in from the host was made in the host's network
+        // namespace, where an abstract name is the host's: only the
+        // sandbox's own sockets are connected.
+        let namespace = try powers.withOurs { () throws(Errno) -> OwnedDescriptor in
+            let fd = csb_socket_network_namespace(socket.rawValue)
+            guard fd >= 0 else { throw Errno(rawValue: errno) }
+            return OwnedDescriptor(taking: fd)
+        }
+        guard let network, (try? namespace.status().inodeIdentity) == network else {
+            reporter?.record(Denial(
+                operation: .network, layer: .supervisor, syscall: "connect", path: nil,
+                reason: "a unix socket made outside the sandbox (handed in), which would reach the host's abstract names", errno: EACCES))
+            throw .permissionDenied
+        }
         let family = UInt16(address[0]) | UInt16(address[1]) << 8
         let path = address.dropFirst(2)
         var target: [UInt8]
@@ -105,20 +206,31 @@ final class MetadataSupervisor {
             }
             // The checked inode, named through our own descriptor table.
             target = withUnsafeBytes(of: UInt16(AF_UNIX)) { Array($0) } + Array("/proc/self/fd/\(found.rawValue)".utf8) + [0]
-            return try connecting(socket, to: target, keeping: found)
+            return try connecting(ConnectJob(socket: socket, address: target, keeping: found), request: request, listener: listener)
         }
-        return try connecting(socket, to: target, keeping: nil)
+        return try connecting(ConnectJob(socket: socket, address: target, keeping: nil), request: request, listener: listener)
     }
 
-    private func connecting(_ socket: OwnedDescriptor, to address: [UInt8], keeping: OwnedDescriptor?) throws(Errno) -> Int64 {
-        let result = try powers.asChild { () throws(Errno) -> Int32 in
-            address.withUnsafeBytes { bytes in
-                Glibc.connect(socket.rawValue, bytes.baseAddress!.assumingMemoryBound(to: sockaddr.self), socklen_t(bytes.count))
-            }
+    /// The connect itself: here when the socket does not block; otherwise
+    /// (the listener's backlog may be full, for as long as the command
+    /// likes) on a thread of its own, which answers the request, so that the
+    /// serving loop (the other calls, the terminal relay) goes on. Nil: answered there.
+    private func connecting(_ job: ConnectJob, request: csb_seccomp_notif, listener: CInt) throws(Errno) -> Int64? {
+        let flags = fcntl(job.socket.rawValue, F_GETFL)
+        guard flags >= 0 else { throw Errno(rawValue: errno) }
+        if flags & O_NONBLOCK != 0 {
+            let result = try powers.asChild { () throws(Errno) -> Int32 in job.connect() }
+            guard result == 0 else { throw Errno(rawValue: result) }
+            return 0
         }
-        withExtendedLifetime(keeping) {}
-        guard result == 0 else { throw Errno(rawValue: errno) }
-        return 0
+        guard waitingConnects.enter() else { throw .resourceTemporarilyUnavailable }
+        let counter = waitingConnects
+        guard let answer = try? syscallRetrying({ dup(listener) }),
+              job.startThread(answering: request.id, on: OwnedDescriptor(taking: answer), done: { counter.leave() }) else {
+            counter.leave()
+            throw .resourceTemporarilyUnavailable
+        }
+        return nil
     }
 
     enum Operation {
@@ -205,8 +317,13 @@ final class MetadataSupervisor {
         }
         var response = csb_seccomp_notif_resp()
         response.id = request.id
-        do {
-            response.val = request.data.nr == Self.connectNumber ? try connect(request, listener: listener) : try handle(request, listener: listener)
+        do throws(Errno) {
+            if request.data.nr == Self.connectNumber {
+                guard let value = try connect(request, listener: listener) else { return }  // answered by its thread
+                response.val = value
+            } else {
+                response.val = try handle(request, listener: listener)
+            }
         } catch {
             response.error = -error.rawValue
         }

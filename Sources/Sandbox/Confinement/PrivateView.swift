@@ -2,6 +2,7 @@
 import CLaunch
 import CSyscalls
 import SystemPackage
+import Synchronization
 
 /// Which file-system tree the command sees.
 public enum FileSystemView: String, Sendable, CaseIterable {
@@ -15,6 +16,32 @@ public enum FileSystemView: String, Sendable, CaseIterable {
     /// The host's tree: what the rules allow can be used, everything else is
     /// refused by Landlock but still exists (`stat` answers).
     case host
+}
+
+/// The private view's network namespace, made ahead on a thread of the
+/// launcher (`csb_network_ahead_start`): the kernel's few hundred
+/// microseconds of making it overlap the launch's planning. Taken once, by
+/// the first keeper planned: no two sandboxes share a network namespace.
+final class NetworkNamespaceAhead: Sendable {
+    private let pending: Mutex<OpaquePointer?>
+
+    /// Nil where it cannot be made ahead (not root, no thread): the keeper makes its own.
+    init?() {
+        guard let started = csb_network_ahead_start() else { return nil }
+        pending = Mutex(started)
+    }
+
+    /// The namespace, once; nil afterwards or when the kernel refused it
+    /// here (the keeper then clones into a new one, as without).
+    func take() -> OwnedDescriptor? {
+        guard let started = pending.withLock({ pending in defer { pending = nil }; return pending }) else { return nil }
+        let fd = csb_network_ahead_finish(started)
+        return fd >= 0 ? OwnedDescriptor(taking: fd) : nil
+    }
+
+    deinit {
+        _ = take()
+    }
 }
 
 /// The private view, planned in the launcher: the steps the keeper takes in
@@ -76,11 +103,33 @@ struct ViewPlan {
     init(rules: [PathRule]) throws(Unavailable) {
         var entries: [Entry] = []
         var givenPaths: [(path: [UInt8], real: [[UInt8]], identity: InodeIdentity, optional: Bool)] = []
-        func add(_ descriptor: OwnedDescriptor, given: [UInt8]?, writable: Bool, optional: Bool, shown: String) throws(Unavailable) {
-            guard let status = try? descriptor.status(), let real = FilePath.pathBytes(ofDescriptor: descriptor.rawValue),
+        // The files of one folder (most of a policy's /etc) share its descriptor: its name is found once.
+        var folderNames: [(folder: ObjectIdentifier, name: [UInt8]?)] = []
+        func name(of descriptor: OwnedDescriptor, status: stat, given: [UInt8]?, folder: OwnedDescriptor?) -> [UInt8]? {
+            // A file opened by its last name in `folder`, not following a link
+            // there: its kernel name is the folder's and that name.
+            if let folder, let given, let slash = given.lastIndex(of: UInt8(ascii: "/")), status.st_mode & S_IFMT != S_IFLNK {
+                let leaf = given[(slash + 1)...]
+                if !leaf.isEmpty, !leaf.elementsEqual([UInt8(ascii: ".")]), !leaf.elementsEqual([UInt8(ascii: "."), UInt8(ascii: ".")]) {
+                    let key = ObjectIdentifier(folder)
+                    let folderName: [UInt8]?
+                    if let known = folderNames.first(where: { $0.folder == key }) {
+                        folderName = known.name
+                    } else {
+                        folderName = (try? folder.status()).flatMap { Self.kernelName(of: folder, identity: $0.inodeIdentity, given: Array(given[..<slash])) }
+                        folderNames.append((key, folderName))
+                    }
+                    if let folderName { return (folderName == [UInt8(ascii: "/")] ? [] : folderName) + [UInt8(ascii: "/")] + leaf }
+                }
+            }
+            return Self.kernelName(of: descriptor, identity: status.inodeIdentity, given: given)
+        }
+        func add(_ descriptor: OwnedDescriptor, given: [UInt8]?, folder: OwnedDescriptor? = nil, writable: Bool, optional: Bool,
+                 shown: @autoclosure () -> String) throws(Unavailable) {
+            guard let status = try? descriptor.status(), let real = name(of: descriptor, status: status, given: given, folder: folder),
                   let components = Self.components(real) else {
                 if optional { return }
-                throw Unavailable(reason: "\(shown) has no path the view could hold it at (deleted, or not reachable from /)")
+                throw Unavailable(reason: "\(shown()) has no path the view could hold it at (deleted, or not reachable from /)")
             }
             let kind = status.st_mode & S_IFMT
             let entry = Entry(
@@ -98,7 +147,7 @@ struct ViewPlan {
             if let given, given != real { givenPaths.append((given, components, entry.identity, optional)) }
         }
         for rule in rules {
-            try add(rule.descriptor, given: rule.path.bytes, writable: rule.access == .readWrite, optional: rule.origin == .launcher,
+            try add(rule.descriptor, given: rule.path.bytes, folder: rule.folder, writable: rule.access == .readWrite, optional: rule.origin == .launcher,
                     shown: rule.shownName)
         }
         // The minimal /dev: the host's nodes, each checked to be the device it names.
@@ -108,11 +157,39 @@ struct ViewPlan {
                   csb_device_major(UInt64(status.st_rdev)) == device.major,
                   UInt32(truncatingIfNeeded: (status.st_rdev & 0xFF) | ((status.st_rdev >> 12) & 0xFFF0_0000)) == device.minor else { continue }
             devices.append(fd)
-            try add(fd, given: nil, writable: false, optional: false, shown: "/dev/" + device.name)
+            try add(fd, given: Array(("/dev/" + device.name).utf8), writable: false, optional: false, shown: "/dev/" + device.name)
         }
         try place(entries.filter { Self.belongsInView($0.components) }.sorted { Self.precedes($0.components, $1.components) })
         for (given, real, identity, optional) in givenPaths {
             try linkPath(given, real: real, identity: identity, optional: optional)
+        }
+    }
+
+    /// The path the view places `descriptor` at: `given` itself when it
+    /// leads to the same inode with no link anywhere on the way (a path the
+    /// kernel would also name so), else the kernel's name for the descriptor.
+    /// The first is an openat2 and an fstat; a readlink of /proc/self/fd/N
+    /// makes procfs build an inode for N and costs three times as much, and
+    /// a launch places some sixty entries. Either way the keeper binds only
+    /// the inode found at that path that is this one (device and inode compared).
+    private static func kernelName(of descriptor: OwnedDescriptor, identity: InodeIdentity, given: [UInt8]?) -> [UInt8]? {
+        if let given, isPlain(given) {
+            let fd = try? syscallRetrying {
+                (given + [0]).withUnsafeBytes { csb_openat2_path_no_links(AT_FDCWD, $0.baseAddress!.assumingMemoryBound(to: CChar.self)) }
+            }
+            if let fd {
+                let found = OwnedDescriptor(taking: fd)
+                if let status = try? found.status(), status.inodeIdentity == identity { return given }
+            }
+        }
+        return FilePath.pathBytes(ofDescriptor: descriptor.rawValue)
+    }
+
+    /// An absolute path of names only: no empty name, ".", ".." or trailing "/".
+    private static func isPlain(_ path: [UInt8]) -> Bool {
+        guard path.count > 1, path.first == UInt8(ascii: "/"), path.last != UInt8(ascii: "/") else { return false }
+        return !path.dropFirst().split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false).contains { name in
+            name.isEmpty || name.elementsEqual([UInt8(ascii: ".")]) || name.elementsEqual([UInt8(ascii: "."), UInt8(ascii: ".")])
         }
     }
 
