@@ -54,6 +54,24 @@ import Testing
         #expect(result.stdout == "empty 5\nnext 0\n", "\(result)")
     }
 
+    /// A command that shuts its end for writing ends the broker's service:
+    /// the launcher's end must then be closed, not left open, so that a
+    /// process still reading the socket learns it ends instead of waiting
+    /// for ever. Expected: the read returns the end (b"").
+    @Test(.enabled(if: python, "needs python3 inside the sandbox"))
+    func aBrokerThatStopsClosesItsSocket() throws {
+        let code = """
+            import os, socket
+            s = socket.socket(fileno=int(os.environ["SANDBOXED_RUN_BROKER_FD"]))
+            s.settimeout(5)
+            s.shutdown(socket.SHUT_WR)
+            try: print("after", s.recv(9000))
+            except Exception as e: print("after", type(e).__name__)
+            """
+        let result = try run("python3 -c '\(code)'")
+        #expect(result.stdout == "after b\'\'\n", "\(result)")
+    }
+
     /// The rate limit refills while the picker is on screen: a command that
     /// asks again as soon as the person cancels keeps a picker in front of
     /// them all the time, and is never answered `busy`. Expected: after a

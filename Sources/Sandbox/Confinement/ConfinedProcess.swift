@@ -548,7 +548,7 @@ public final class ConfinedProcess: @unchecked Sendable {
             var fds = [pollfd(fd: keeper.report.rawValue, events: Int16(POLLIN), revents: 0)]
             if serving, let listener { fds.append(pollfd(fd: listener.rawValue, events: Int16(POLLIN), revents: 0)) }
             let brokerIndex = fds.count
-            if let liveGrants, liveGrants.serving { fds.append(pollfd(fd: liveGrants.socket.rawValue, events: Int16(POLLIN), revents: 0)) }
+            if let liveGrants, let socket = liveGrants.socket { fds.append(pollfd(fd: socket.rawValue, events: Int16(POLLIN) | LiveGrantBroker.pollReadHangUp, revents: 0)) }
             // Revocations are watched while grants are attached, served or not.
             let watched = liveGrants?.watch?() ?? nil
             if let descriptor = watched?.descriptor { fds.append(pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)) }
@@ -569,7 +569,10 @@ public final class ConfinedProcess: @unchecked Sendable {
             }
             if let liveGrants, liveGrants.serving, fds[brokerIndex].revents != 0 {
                 // One request at a time; once every process holding the command's end is gone, no more.
-                if fds[brokerIndex].revents & Int16(POLLIN) == 0 || !liveGrants.serveOne() { liveGrants.serving = false }
+                let revents = fds[brokerIndex].revents
+                if revents & Int16(POLLIN) == 0 || !liveGrants.serveOne(hungUp: revents & (Int16(POLLHUP) | LiveGrantBroker.pollReadHangUp) != 0) {
+                    liveGrants.stopServing()
+                }
             }
             if watched != nil { liveGrants?.recheck?() }
             relay?.serve(fds[relayStart...])

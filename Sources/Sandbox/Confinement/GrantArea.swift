@@ -178,7 +178,9 @@ public enum LiveGrantWireError: Error, Equatable, CustomStringConvertible, Senda
 /// longer than `LiveGrantRequest.maximumSize`, or malformed is answered
 /// `.malformed` and nothing else happens.
 public final class LiveGrantBroker: @unchecked Sendable {
-    let socket: OwnedDescriptor
+    /// Nil once the broker stopped serving: closed, so that a command still
+    /// waiting for an answer reads the end instead of waiting for ever.
+    private(set) var socket: OwnedDescriptor?
     /// The command's end, until the command has it.
     private(set) var commandEnd: OwnedDescriptor?
     /// Decides each well-formed request. `area` is nil where nothing can be
@@ -189,7 +191,7 @@ public final class LiveGrantBroker: @unchecked Sendable {
     /// Requests answered so far (each a message read), for tests and reports.
     public private(set) var served = 0
     /// Until every process holding the command's end is gone.
-    var serving = true
+    var serving: Bool { socket != nil }
     /// While folders are attached: a descriptor to wait on for news of
     /// revocations (nil: none) and the longest wait before `recheck` runs
     /// anyway (milliseconds; -1: none). nil when nothing is to be watched.
@@ -214,8 +216,18 @@ public final class LiveGrantBroker: @unchecked Sendable {
     /// reports its end when the command's last process is gone.
     func commandStarted() { commandEnd = nil }
 
-    /// Reads and answers one request; false once the command's end is closed.
-    func serveOne() -> Bool {
+    /// poll's POLLRDHUP (a GNU extension Glibc's module does not export): the peer shut down.
+    static let pollReadHangUp = Int16(0x2000)
+
+    /// Closes the launcher's end: no request is read or answered after this.
+    func stopServing() { socket = nil }
+
+    /// Reads and answers one request; false once the command's end is
+    /// closed. `hungUp`: poll said the command's end shut down (POLLHUP or
+    /// POLLRDHUP). Only then is a read of 0 bytes the end: without it, it is
+    /// an empty message, which is answered like any malformed one.
+    func serveOne(hungUp: Bool) -> Bool {
+        guard let socket else { return false }
         var buffer = [UInt8](repeating: 0, count: LiveGrantRequest.maximumSize + 1)
         var message = msghdr()
         let received: Int = buffer.withUnsafeMutableBytes { bytes in
@@ -234,11 +246,13 @@ public final class LiveGrantBroker: @unchecked Sendable {
                 }
             }
         }
-        if received == 0 { return false }
+        if received == 0 && hungUp { return false }
         if received < 0 { return errno == EAGAIN }
         served += 1
         let reply: LiveGrantReply
-        if message.msg_flags & CInt(MSG_CTRUNC) != 0 {
+        if received == 0 {
+            reply = LiveGrantReply(status: .malformed, message: "an empty request: a request is at least \(LiveGrantRequest.headerSize) bytes")
+        } else if message.msg_flags & CInt(MSG_CTRUNC) != 0 {
             reply = LiveGrantReply(status: .malformed, message: "descriptors or credentials sent with a request are refused")
         } else if message.msg_flags & CInt(MSG_TRUNC) != 0 || received > LiveGrantRequest.maximumSize {
             reply = LiveGrantReply(status: .malformed, message: "a request is at most \(LiveGrantRequest.maximumSize) bytes")
