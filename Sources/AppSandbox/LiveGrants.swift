@@ -97,10 +97,18 @@ public final class LiveGrantService: @unchecked Sendable {
     let policy: Policy
     let picker: AskpassPicker?
     /// Prompts allowed in a burst, and how fast they come back: a command
-    /// cannot flood the person with pickers.
+    /// cannot flood the person with pickers. The refill counts from when the
+    /// last picker closed, never the time a picker was on screen.
     static let burst = 3.0, perSecond = 0.5
     private var tokens = LiveGrantService.burst
     private var last = LiveGrantService.now()
+    /// After this many cancelled prompts in a row the person is not asked
+    /// for `firstPause` seconds, twice as long after each further cancel
+    /// (at most `longestPause`); a folder chosen ends the pauses.
+    static let cancelsBeforePause = 3
+    static let firstPause = 10.0, longestPause = 600.0
+    private var cancelsInARow = 0
+    private var quietUntil = 0.0
 
     /// A folder attached in this sandbox.
     struct Attached {
@@ -174,17 +182,29 @@ public final class LiveGrantService: @unchecked Sendable {
             return LiveGrantReply(status: .busy, message: "this sandbox holds \(Self.maximumAttached) folders already")
         }
         let now = Self.now()
-        tokens = min(Self.burst, tokens + (now - last) * Self.perSecond)
+        guard now >= quietUntil else {
+            return LiveGrantReply(status: .busy, message: "the person cancelled \(cancelsInARow) prompts in a row: "
+                + "not asked again for \(Int((quietUntil - now).rounded(.up))) s")
+        }
+        tokens = min(Self.burst, tokens + max(0, now - last) * Self.perSecond)
         last = now
         guard tokens >= 1 else { return LiveGrantReply(status: .busy, message: "too many requests: the person is not asked again yet") }
         tokens -= 1
+        // The person's pause starts when the picker closes.
+        defer { last = Self.now() }
         let access: GrantAccess = request.readOnly || policy.userSelectedAccess != .readWrite ? .readOnly : .readWrite
         let asked = Printable.path(String(decoding: request.payload, as: UTF8.self), limit: AskpassPicker.promptLimit)
         let prompt = "\(app) asks for a folder (\(access.rawValue))" + (asked.isEmpty ? "" : ": " + asked)
         do {
             guard let chosen = try picker.choose(prompt: prompt) else {
+                cancelsInARow += 1
+                if cancelsInARow >= Self.cancelsBeforePause {
+                    let doublings = Double(min(cancelsInARow - Self.cancelsBeforePause, 16))
+                    quietUntil = Self.now() + min(Self.longestPause, Self.firstPause * pow(2, doublings))
+                }
                 return LiveGrantReply(status: .cancelled, message: "the person chose no folder")
             }
+            cancelsInARow = 0
             let path = FilePath(bytes: chosen)
             guard path.isAbsolute else { throw LiveGrantPickerError.notAbsolute }
             let folder = try session.folder(path) { problem in GrantError.bookmarkFile(path: Printable.path(path), problem: problem) }

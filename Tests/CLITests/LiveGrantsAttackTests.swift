@@ -87,6 +87,32 @@ import Testing
         #expect(result.stdout != "busy 0\n", "7 back-to-back prompts, the picker ran \(pickerRuns) times, none refused: \(result)")
     }
 
+    /// The time a picker is on screen refills nothing, whatever the person
+    /// answers: five requests in a row, each answered after 2 s with a
+    /// folder, leave the fourth and fifth busy (exit 5).
+    @Test func aPickerOnScreenRefillsNoPrompt() throws {
+        try writePicker(printing: folder, seconds: 2)
+        let script = """
+            for i in 1 2 3 4 5; do "$SANDBOXED_RUN" open-panel >/dev/null 2>&1; printf "%s " $?; done; echo
+            """
+        let result = try run(script)
+        #expect(result.stdout == "0 0 0 5 5 \n", "\(result)")
+        #expect(pickerRuns == 3)
+    }
+
+    /// A picker the person cancels at once, asked for again every 2.1 s:
+    /// the rate limit alone refills a prompt each time, so the person would
+    /// be asked for ever. Expected: after three cancels in a row, busy (exit 5).
+    @Test func cancelsInARowPauseThePrompts() throws {
+        try writePicker(printing: nil)
+        let script = """
+            for i in 1 2 3 4 5; do "$SANDBOXED_RUN" open-panel 2>/dev/null; printf "%s " $?; sleep 2.1; done; echo
+            """
+        let result = try run(script)
+        #expect(result.stdout == "1 1 1 5 5 \n", "\(result)")
+        #expect(pickerRuns == 3)
+    }
+
     /// The host's procfs and sysfs are pseudo file systems, not folders of
     /// the person's: a launch-time grant in /proc is refused, a live grant
     /// attaches the host's /proc (the host's processes and, for a root
