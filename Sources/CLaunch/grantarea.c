@@ -202,7 +202,7 @@ __attribute__((noreturn)) static void csb_grant_serve(int socket_fd, int lifelin
             if (errno == EINTR) continue;
             _exit(1);
         }
-        struct csb_grant_reply reply = { 0, 0 };
+        struct csb_grant_reply reply = { 0, 0, (size_t)got >= sizeof(request.operation) + sizeof(request.flags) + sizeof(request.sequence) ? request.sequence : 0 };
         errno = 0;
         if ((size_t)got != sizeof(request) || !csb_grant_name_valid(request.name)) {
             errno = EPROTO;

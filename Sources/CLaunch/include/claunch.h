@@ -284,6 +284,7 @@ enum csb_grant_flags {
 struct csb_grant_request {
     uint32_t operation;     // csb_grant_operation
     uint32_t flags;         // csb_grant_flags
+    uint64_t sequence;      // echoed in the reply: a late reply is never taken for another's
     uint64_t device;        // ATTACH: the inode the launcher verified, held open until the answer
     uint64_t inode;
     char name[16];          // the mount point in the area: digits, NUL-terminated
@@ -294,6 +295,7 @@ struct csb_grant_request {
 struct csb_grant_reply {
     int32_t error;
     int32_t step;           // csb_grant_step
+    uint64_t sequence;      // the request's
 };
 
 enum csb_grant_step {

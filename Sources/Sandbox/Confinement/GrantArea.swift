@@ -282,12 +282,15 @@ public final class LiveGrantArea: @unchecked Sendable {
     let helper: OwnedDescriptor
     let executeAllowed: Bool
     private var next = 1
-    /// How long the helper may take to answer (a folder on a stuck network mount).
-    static let timeout: CInt = 10_000
+    /// Each request's number, echoed in its reply.
+    private var sequence: UInt64 = 0
+    /// How long the helper may take to answer (a folder on a stuck network mount), in milliseconds.
+    let timeout: CInt
 
-    init(helper: OwnedDescriptor, executeAllowed: Bool) {
+    init(helper: OwnedDescriptor, executeAllowed: Bool, timeout: CInt = 10_000) {
         self.helper = helper
         self.executeAllowed = executeAllowed
+        self.timeout = timeout
     }
 
     /// Attaches `folder` (held open until the helper answered, so its inode
@@ -308,7 +311,18 @@ public final class LiveGrantArea: @unchecked Sendable {
         request.inode = UInt64(status.st_ino)
         withUnsafeMutableBytes(of: &request.name) { bytes in for (i, byte) in name.utf8.enumerated() { bytes[i] = byte } }
         withUnsafeMutableBytes(of: &request.path) { bytes in for (i, byte) in path.enumerated() { bytes[i] = byte } }
-        try exchange(request)
+        do {
+            try exchange(request)
+        } catch .helperGone(.timedOut) {
+            // The helper may still attach it: a detach queued behind the
+            // attach takes it away again, so that no folder stays reachable
+            // that the launcher does not know of (its reply is dropped).
+            var undo = csb_grant_request()
+            undo.operation = UInt32(CSB_GRANT_DETACH.rawValue)
+            undo.name = request.name
+            _ = send(undo)
+            throw .helperGone(.timedOut)
+        }
         return Self.path.appending(name)
     }
 
@@ -325,22 +339,44 @@ public final class LiveGrantArea: @unchecked Sendable {
         try exchange(request)
     }
 
-    private func exchange(_ request: csb_grant_request) throws(LiveGrantAreaError) {
+    /// Sends `request` numbered; returns its number, nil when it could not be sent.
+    private func send(_ request: csb_grant_request) -> UInt64? {
         var request = request
+        sequence += 1
+        request.sequence = sequence
         let sent = withUnsafeBytes(of: &request) { bytes in
             var result: Int
-            repeat { result = send(helper.rawValue, bytes.baseAddress, bytes.count, CInt(MSG_NOSIGNAL)) } while result < 0 && errno == EINTR
+            repeat { result = Glibc.send(helper.rawValue, bytes.baseAddress, bytes.count, CInt(MSG_NOSIGNAL)) } while result < 0 && errno == EINTR
             return result
         }
-        guard sent == MemoryLayout<csb_grant_request>.size else { throw .helperGone(Errno(rawValue: errno)) }
-        var ready = pollfd(fd: helper.rawValue, events: Int16(POLLIN), revents: 0)
-        var polled: CInt
-        repeat { polled = poll(&ready, 1, Self.timeout) } while polled < 0 && errno == EINTR
-        guard polled == 1 else { throw .helperGone(polled == 0 ? .timedOut : Errno(rawValue: errno)) }
-        var reply = csb_grant_reply()
-        let got = withUnsafeMutableBytes(of: &reply) { recv(helper.rawValue, $0.baseAddress, $0.count, 0) }
-        guard got == MemoryLayout<csb_grant_reply>.size else { throw .helperGone(got == 0 ? .brokenPipe : Errno(rawValue: errno)) }
-        if reply.error != 0 { throw .failed(step: Self.describe(step: reply.step), errno: Errno(rawValue: reply.error)) }
+        return sent == MemoryLayout<csb_grant_request>.size ? sequence : nil
+    }
+
+    /// Sends `request` and waits for its own reply: replies to requests
+    /// that timed out before (their number is older) are dropped.
+    private func exchange(_ request: csb_grant_request) throws(LiveGrantAreaError) {
+        guard let expected = send(request) else { throw .helperGone(Errno(rawValue: errno)) }
+        let deadline = Self.milliseconds() + Int64(timeout)
+        while true {
+            var ready = pollfd(fd: helper.rawValue, events: Int16(POLLIN), revents: 0)
+            let remaining = CInt(clamping: max(0, deadline - Self.milliseconds()))
+            let polled = poll(&ready, 1, remaining)
+            if polled < 0 && errno == EINTR { continue }
+            guard polled == 1 else { throw .helperGone(polled == 0 ? .timedOut : Errno(rawValue: errno)) }
+            var reply = csb_grant_reply()
+            var got: Int
+            repeat { got = withUnsafeMutableBytes(of: &reply) { recv(helper.rawValue, $0.baseAddress, $0.count, 0) } } while got < 0 && errno == EINTR
+            guard got == MemoryLayout<csb_grant_reply>.size else { throw .helperGone(got == 0 ? .brokenPipe : Errno(rawValue: errno)) }
+            guard reply.sequence == expected else { continue }
+            if reply.error != 0 { throw .failed(step: Self.describe(step: reply.step), errno: Errno(rawValue: reply.error)) }
+            return
+        }
+    }
+
+    static func milliseconds() -> Int64 {
+        var time = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &time)
+        return Int64(time.tv_sec) * 1000 + Int64(time.tv_nsec) / 1_000_000
     }
 
     static func describe(step: Int32) -> String {
