@@ -18,43 +18,51 @@ public enum KernelInterfaces {
     ]
     static let names = Set(magics.values).union(["devtmpfs"])
 
+    /// The mounts of this process's namespace: (mount point, type), read
+    /// once and asked for several folders (`exposed(by:path:mounts:)`).
+    public typealias Mounts = [(point: [UInt8], type: String)]
+
     /// Where a kernel interface is reachable through the folder `descriptor`
     /// holds (the folder itself, or a mount beneath `path`, its kernel
     /// name), and which; nil when none is. A folder whose file system cannot
-    /// be asked counts as one (fail closed).
-    public static func exposed(by descriptor: CInt, path: [UInt8]) -> (path: [UInt8], type: String)? {
+    /// be asked, or whose mounts cannot be read, counts as one (fail closed).
+    /// `mounts`: the table read beforehand with `mounts()` (nil inside: it
+    /// could not be read), or nil to read it here.
+    public static func exposed(by descriptor: CInt, path: [UInt8], mounts: Mounts?? = nil) -> (path: [UInt8], type: String)? {
         var type: Int64 = 0
         guard csb_filesystem_type(descriptor, &type) == 0 else { return (path, "unknown (statfs failed)") }
         if let name = magics[Int(truncatingIfNeeded: type) & 0xffff_ffff] { return (path, name) }
-        return mounted(beneath: path)
+        guard let table = mounts ?? self.mounts() else { return (path, "unknown (mountinfo unreadable)") }
+        let prefix = path == [UInt8(ascii: "/")] ? path : path + [UInt8(ascii: "/")]
+        for mount in table where mount.point == path || mount.point.starts(with: prefix) {
+            let base = mount.type.split(separator: ".").first.map(String.init) ?? mount.type  // "fuse.x" and the like are data
+            if names.contains(base) { return (mount.point, mount.type) }
+        }
+        return nil
     }
 
-    /// A kernel interface mounted at or beneath `path`, from /proc/self/mountinfo.
-    static func mounted(beneath path: [UInt8]) -> (path: [UInt8], type: String)? {
+    /// /proc/self/mountinfo's mount points and types.
+    public static func mounts() -> Mounts? {
         let fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return (path, "unknown (mountinfo unreadable)") }
+        guard fd >= 0 else { return nil }
         defer { close(fd) }
         var table: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 65536)
         while true {
             let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
             if count < 0 && errno == EINTR { continue }
-            guard count >= 0 else { return (path, "unknown (mountinfo unreadable)") }
+            guard count >= 0 else { return nil }
             if count == 0 { break }
             table += buffer[0..<count]
         }
-        let prefix = path == [UInt8(ascii: "/")] ? path : path + [UInt8(ascii: "/")]
+        var mounts: Mounts = []
         for line in table.split(separator: UInt8(ascii: "\n")) {
             // "ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - TYPE SOURCE SUPER"
             let fields = line.split(separator: UInt8(ascii: " "), omittingEmptySubsequences: false)
             guard fields.count > 4, let dash = fields.firstIndex(where: { $0.elementsEqual([UInt8(ascii: "-")]) }), dash + 1 < fields.count else { continue }
-            let point = unescaped(Array(fields[4]))
-            guard point == path || point.starts(with: prefix) else { continue }
-            let type = String(decoding: fields[dash + 1], as: UTF8.self)
-            let base = type.split(separator: ".").first.map(String.init) ?? type  // "fuse.x" and the like are data
-            if names.contains(base) { return (point, type) }
+            mounts.append((unescaped(Array(fields[4])), String(decoding: fields[dash + 1], as: UTF8.self)))
         }
-        return nil
+        return mounts
     }
 
     /// mountinfo's octal escapes (`\040` for a space) undone.

@@ -24,20 +24,26 @@ struct ExplainFixture {
     }
 }
 
-/// `run --explain` and `--denials FILE`: each refused operation, explained.
-/// Paths outside every grant exist only in the host view, where Landlock
-/// refuses them: the tests of its explanations name `--view host`; what the
-/// private view says is in `ExplainPrivateViewCLITests`.
-@Suite struct ExplainCLITests {
-    let fixture: ExplainFixture
+/// A suite on an `ExplainFixture`: its folders and `run`, by name.
+protocol ExplainSuite {
+    var fixture: ExplainFixture { get }
+}
+
+extension ExplainSuite {
     var home: CLI.Home { fixture.home }
     var vault: String { fixture.vault }
     var bookmark: String { fixture.bookmark }
     var outside: String { fixture.outside }
-
-    init() throws { fixture = try ExplainFixture() }
-
     func run(_ script: String, _ options: [String] = []) throws -> CLI.Result { try fixture.run(script, options) }
+}
+
+/// `run --explain` and `--denials FILE`: each refused operation, explained.
+/// Paths outside every grant exist only in the host view, where Landlock
+/// refuses them: the tests of its explanations name `--view host`; what the
+/// private view says is in `ExplainPrivateViewCLITests`.
+@Suite struct ExplainCLITests: ExplainSuite {
+    let fixture: ExplainFixture
+    init() throws { fixture = try ExplainFixture() }
 
     @Test func aDeniedReadNamesThePathTheLayerAndThePolicyKey() throws {
         let result = try run("cat \(outside)/secret.txt; cat /etc/shadow; exit 1", ["--explain", "--view", "host"])
@@ -480,16 +486,9 @@ struct ExplainFixture {
 /// named as such, with the ENOENT the command got, and never tells more
 /// than the command's own calls could; what Landlock refuses inside the view
 /// is explained as in the host view.
-@Suite struct ExplainPrivateViewCLITests {
+@Suite struct ExplainPrivateViewCLITests: ExplainSuite {
     let fixture: ExplainFixture
-    var home: CLI.Home { fixture.home }
-    var vault: String { fixture.vault }
-    var bookmark: String { fixture.bookmark }
-    var outside: String { fixture.outside }
-
     init() throws { fixture = try ExplainFixture() }
-
-    func run(_ script: String, _ options: [String] = []) throws -> CLI.Result { try fixture.run(script, options) }
 
     @Test func aPathOutsideTheViewIsNamedAsSuchWithItsENOENT() throws {
         let log = home.path + "/denials.jsonl"

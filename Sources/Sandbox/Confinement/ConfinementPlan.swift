@@ -425,10 +425,11 @@ public final class ConfinementPlan: @unchecked Sendable {
     /// own there, which would hide the folder, and what the command wrote in
     /// its place would be lost with the sandbox.
     private static func checkNothingReplaced(_ folders: [PathRule]) throws(SandboxError) {
+        let mounts = KernelInterfaces.mounts()  // once for every folder
         for rule in folders {
             guard let real = FilePath.pathBytes(ofDescriptor: rule.descriptor.rawValue) else { continue }
             // Nor a kernel interface (procfs, sysfs...), or a folder holding one.
-            if let exposed = KernelInterfaces.exposed(by: rule.descriptor.rawValue, path: real) {
+            if let exposed = KernelInterfaces.exposed(by: rule.descriptor.rawValue, path: real, mounts: .some(mounts)) {
                 let place = "'\(Printable.path(bytes: real))' \(exposed.path == real ? "is" : "holds at \(Printable.path(bytes: exposed.path))") "
                     + "the kernel's \(exposed.type), not data (a command there could read every process, and as root change the kernel's settings)"
                 if let name = rule.grantName { throw .usage("grant \(name): \(place): grant a folder of files") }

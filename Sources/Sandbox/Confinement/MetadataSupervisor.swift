@@ -186,29 +186,26 @@ final class MetadataSupervisor {
         }
         let family = UInt16(address[0]) | UInt16(address[1]) << 8
         let path = address.dropFirst(2)
-        var target: [UInt8]
-        if family != UInt16(AF_UNIX) || path.isEmpty || path.first == 0 {
+        guard family == UInt16(AF_UNIX), let first = path.first, first != 0 else {
             // Not a pathname: the kernel's own answer, in the socket's namespace.
-            target = address
-        } else {
-            let name = Array(path.prefix { $0 != 0 })
-            let found = try powers.asChild { () throws(Errno) -> OwnedDescriptor in
-                let start = try paths.start(path: name.map { CChar(bitPattern: $0) } + [0], directory: nil, emptyPath: false, follow: true, caller: caller)
-                return try paths.resolve(start, caller: caller).target
-            }
-            status = try found.status()
-            guard status.st_mode & S_IFMT == S_IFSOCK else { throw .connectionRefused }
-            guard ownDevices.contains(UInt64(status.st_dev)) else {
-                reporter?.record(Denial(
-                    operation: .network, layer: .supervisor, syscall: "connect", path: name,
-                    reason: "a unix socket outside the sandbox's own /tmp and /dev/shm, where a host process could be listening", errno: EACCES))
-                throw .permissionDenied
-            }
-            // The checked inode, named through our own descriptor table.
-            target = withUnsafeBytes(of: UInt16(AF_UNIX)) { Array($0) } + Array("/proc/self/fd/\(found.rawValue)".utf8) + [0]
-            return try connecting(ConnectJob(socket: socket, address: target, keeping: found), request: request, listener: listener)
+            return try connecting(ConnectJob(socket: socket, address: address, keeping: nil), request: request, listener: listener)
         }
-        return try connecting(ConnectJob(socket: socket, address: target, keeping: nil), request: request, listener: listener)
+        let name = Array(path.prefix { $0 != 0 })
+        let found = try powers.asChild { () throws(Errno) -> OwnedDescriptor in
+            let start = try paths.start(path: name.map { CChar(bitPattern: $0) } + [0], directory: nil, emptyPath: false, follow: true, caller: caller)
+            return try paths.resolve(start, caller: caller).target
+        }
+        status = try found.status()
+        guard status.st_mode & S_IFMT == S_IFSOCK else { throw .connectionRefused }
+        guard ownDevices.contains(UInt64(status.st_dev)) else {
+            reporter?.record(Denial(
+                operation: .network, layer: .supervisor, syscall: "connect", path: name,
+                reason: "a unix socket outside the sandbox's own /tmp and /dev/shm, where a host process could be listening", errno: EACCES))
+            throw .permissionDenied
+        }
+        // The checked inode, named through our own descriptor table.
+        let target = withUnsafeBytes(of: UInt16(AF_UNIX)) { Array($0) } + Array("/proc/self/fd/\(found.rawValue)".utf8) + [0]
+        return try connecting(ConnectJob(socket: socket, address: target, keeping: found), request: request, listener: listener)
     }
 
     /// The connect itself: here when the socket does not block; otherwise

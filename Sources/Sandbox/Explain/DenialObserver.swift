@@ -207,7 +207,7 @@ final class DenialObserver {
                 return try predictLandlock(start, shown: shown, caller: caller, effect: effect, openFlags: openFlags, syscall: syscall, operation: &operation)
             } catch .noSuchFileOrDirectory where !viewDevices.isEmpty {
                 // Not found: refused by the view when the walk ended in one of its own folders.
-                guard try outsideView(start, caller: caller) else { return nil }
+                guard outsideView(start, caller: caller) else { return nil }
                 return Denial(
                     operation: operation, layer: .view, syscall: syscall, path: shown,
                     reason: "not in the sandbox's view, where only the container, the grants and the policy's system paths exist: "
@@ -220,12 +220,12 @@ final class DenialObserver {
     /// Whether the last folder `start` reaches before a name that does not
     /// exist is one of the view's own (its root, /dev): the name is then
     /// outside the view, as the command's own walk could tell.
-    private func outsideView(_ start: CommandPaths.Start, caller: pid_t) throws(Errno) -> Bool {
+    private func outsideView(_ start: CommandPaths.Start, caller: pid_t) -> Bool {
         guard case .path(let base, let raw, _) = start else { return false }
         let slash = CChar(UInt8(ascii: "/")), dot = CChar(UInt8(ascii: "."))
         let bytes = Array(raw.prefix { $0 != 0 })
         // "." and empty names are nothing to the kernel's walk: dropped, so
-        // a hostile spelling of many "./" costs one resolve a real folder.
+        // a hostile spelling of many "./" costs one resolve per real name.
         var names = bytes.split(separator: slash, omittingEmptySubsequences: true).filter { !($0.count == 1 && $0.first == dot) }
         let absolute = bytes.first == slash
         guard names.count <= 64 else { return false }
