@@ -176,10 +176,15 @@ func waitInBackground(_ process: ConfinedProcess) -> () -> Termination? {
     @Test func anInteractiveProgramWorksThroughTheRelay() throws {
         let user = try UserTerminal()
         let modes = user.modes
-        let outer = String(cString: ttyname(user.terminal))
+        // By device and number, not by name: the private view's devpts is an
+        // instance of its own, whose /dev/pts/0 may share the user's pty's name.
+        var outerStat = stat()
+        #expect(fstat(user.terminal, &outerStat) == 0)
+        let outer = "\(outerStat.st_dev):\(outerStat.st_rdev)"
         let code = """
             import os
-            print("own pty", os.ttyname(0) != os.environ["OUTER"], os.isatty(1), os.isatty(2))
+            inner = os.fstat(0)
+            print("own pty", f"{inner.st_dev}:{inner.st_rdev}" != os.environ["OUTER"], os.isatty(1), os.isatty(2))
             print("job control", os.getsid(0) == os.getpid(), os.tcgetpgrp(0) == os.getpgrp())
             name = input("name? ")
             print("hello", name)
