@@ -1,51 +1,41 @@
 // Live grants: folders attached to a running sandbox's private view.
 //
-// The keeper keeps a descriptor of the mount namespace it was cloned into
-// (a copy of the host's tree, owned by the sandbox's user namespace) and
-// builds the view in a new one. In the view a tmpfs, the grant area, is
-// attached read-only at CSB_GRANT_AREA, with a Landlock rule in the
-// command's layer giving every right a grant may need; the writable mount of
-// that tmpfs stays with the grant helper only. The helper is a fork of the
-// keeper made before the keeper enters its Landlock layer (a layer that
-// handles a file right refuses mount calls), in the sandbox's user, pid and
-// mount namespaces. For each folder the launcher sends (path, device and
-// inode of a descriptor it verified and holds open) the helper enters the
-// host's namespace, clones the folder there, checks the clone is that very
-// inode, sets nosuid, nodev, read-only and noexec as asked while it is
-// detached, enters the view again, makes the mount point through the
-// writable area and moves the clone there. The command, without
+// The keeper mounts a tmpfs, the grant area, read-only at CSB_GRANT_AREA in
+// the view, with a Landlock rule in the command's layer giving every right
+// a grant may need, and hands the launcher the area's writable mount and an
+// O_PATH of it as attached; it keeps neither. Nothing more is made at launch.
+// The grant helper is forked by the launcher only when a folder is first
+// attached or detached: outside the sandbox's pid namespace and every
+// Landlock domain (a layer that handles a file right refuses mount calls),
+// so the command can neither see, signal nor trace it. Where the sandbox has
+// a user namespace the helper joins it and makes a mount namespace of its
+// own there, a copy of the host's tree it may clone from. For each folder
+// the launcher sends (path, device and inode of a descriptor it verified and
+// holds open) the helper clones the folder in that namespace, checks the
+// clone is that very inode, sets nosuid, nodev, read-only, noexec and
+// private propagation as asked while it is detached, enters the view (the
+// keeper's mount namespace, through its pidfd), makes the mount point
+// through the writable area and moves the clone there. The command, without
 // capabilities, cannot change the clone's flags, nor write in the area.
 //
-// Only async-signal-safe calls and raw syscalls: this is a fork of the launcher.
+// Only async-signal-safe calls and raw syscalls: the area is built in a fork
+// of the launcher, and the helper is one.
 #define _GNU_SOURCE 1
 #include "internal.h"
 
 #include <linux/openat2.h>
 
-// The keeper's (and then the helper's) own: this is a fork, the launcher's copy is never used.
+// The keeper's, from csb_grant_area_build until csb_grant_area_send.
 static struct {
-    int host;       // the namespace the keeper was cloned into: it still sees the host's tree
-    int view;       // the view's namespace
-    int area;       // the area's writable mount, detached: only the helper makes names there
+    int area;       // the area's writable mount, detached
     int area_view;  // the area as attached in the view (O_PATH)
-    int lifeline;   // the keeper's end of a pipe: the helper exits when it closes
-} csb_grants = { -1, -1, -1, -1, -1 };
+} csb_area = { -1, -1 };
 
 static void csb_grant_close(int *fd) {
     int saved = errno;
     if (*fd >= 0) close(*fd);
     *fd = -1;
     errno = saved;
-}
-
-int csb_grant_area_prepare(void) {
-    csb_grants.host = open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC);
-    if (csb_grants.host < 0) return -1;
-    // The view is built in a copy: the namespace above keeps the host's
-    // tree (made private by the keeper already, so nothing propagates).
-    if (unshare(CLONE_NEWNS) != 0) return -1;
-    csb_grants.view = open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC);
-    return csb_grants.view < 0 ? -1 : 0;
 }
 
 // `name` beneath `parent` as a folder of the same mount (made when missing),
@@ -69,24 +59,24 @@ int csb_grant_area_build(const struct csb_child_plan *plan, const struct csb_kee
     if (context < 0 || fsconfig(context, FSCONFIG_SET_STRING, "mode", "0755", 0) != 0
         || fsconfig(context, FSCONFIG_SET_STRING, "size", "65536", 0) != 0
         || fsconfig(context, FSCONFIG_CMD_CREATE, NULL, NULL, 0) != 0) goto done;
-    csb_grants.area = fsmount(context, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
-    if (csb_grants.area < 0) goto done;
+    csb_area.area = fsmount(context, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
+    if (csb_area.area < 0) goto done;
     // The command's copy: read-only before it is attached.
-    clone = open_tree(csb_grants.area, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+    clone = open_tree(csb_area.area, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
     struct mount_attr read_only;
     memset(&read_only, 0, sizeof(read_only));
     read_only.attr_set = MOUNT_ATTR_RDONLY;
     if (clone < 0 || mount_setattr(clone, "", AT_EMPTY_PATH, &read_only, sizeof(read_only)) != 0
         || move_mount(clone, "", ours, "grants", MOVE_MOUNT_F_EMPTY_PATH) != 0) goto done;
-    csb_grants.area_view = openat(ours, "grants", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (csb_grants.area_view < 0) goto done;
+    csb_area.area_view = openat(ours, "grants", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (csb_area.area_view < 0) goto done;
     // Every grant lies beneath the area's root, whose inode the rules bind to.
     if (plan->ruleset_fd >= 0 && keeper->grant_area_access != 0
-        && csb_landlock_add_path_rule(plan->ruleset_fd, csb_grants.area_view, keeper->grant_area_access) != 0) goto done;
+        && csb_landlock_add_path_rule(plan->ruleset_fd, csb_area.area_view, keeper->grant_area_access) != 0) goto done;
     // Renames within one grant need REFER in every layer; between grants
     // (different mounts) the kernel refuses them (EXDEV) before any layer.
     for (int i = 0; i < plan->refer_rulesets_count; i++) {
-        if (csb_landlock_add_path_rule(plan->refer_rulesets[i], csb_grants.area_view, CSB_LANDLOCK_ACCESS_FS_REFER) != 0) goto done;
+        if (csb_landlock_add_path_rule(plan->refer_rulesets[i], csb_area.area_view, CSB_LANDLOCK_ACCESS_FS_REFER) != 0) goto done;
     }
     result = 0;
 done:
@@ -124,13 +114,39 @@ static int csb_grant_name_valid(const char name[16]) {
     return 0;
 }
 
+int csb_grant_area_send(int report_fd) {
+    csb_report_send(report_fd, CSB_KEEPER_GRANT_AREA, 0, 0, csb_area.area);
+    csb_report_send(report_fd, CSB_KEEPER_GRANT_AREA, 0, 1, csb_area.area_view);
+    // Only the launcher holds them now: the command is forked after this.
+    csb_grant_close(&csb_area.area);
+    csb_grant_close(&csb_area.area_view);
+    return 0;
+}
+
+// The helper's own (a fork of the launcher: the launcher's copy is never used).
+static struct {
+    int keeper;     // the keeper's pidfd: its mount namespace is the view's
+    int host;       // a mount namespace that sees the host's tree
+    int area;
+    int area_view;
+    int failure;    // errno of the helper's own set-up, answered to every request
+} csb_helper = { -1, -1, -1, -1, 0 };
+
 static void csb_grant_fail(struct csb_grant_reply *reply, int step) {
     reply->error = errno != 0 ? errno : EIO;
     reply->step = step;
 }
 
+// Enters the view; a helper that cannot is of no further use: the sandbox
+// ended (ESRCH from the keeper's pidfd), or something is badly wrong.
+static int csb_grant_enter_view(struct csb_grant_reply *reply) {
+    if (setns(csb_helper.keeper, CLONE_NEWNS) == 0) return 0;
+    csb_grant_fail(reply, CSB_GRANT_STEP_VIEW);
+    return -1;
+}
+
 static void csb_grant_attach(const struct csb_grant_request *request, struct csb_grant_reply *reply) {
-    if (setns(csb_grants.host, CLONE_NEWNS) != 0) { csb_grant_fail(reply, CSB_GRANT_STEP_HOST); return; }
+    if (setns(csb_helper.host, CLONE_NEWNS) != 0) { csb_grant_fail(reply, CSB_GRANT_STEP_HOST); return; }
     // The launcher's path, in the host's tree: a link put on the way since
     // leads to another inode, which the comparison refuses.
     int clone = open_tree(AT_FDCWD, request->path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_SYMLINK_NOFOLLOW | AT_RECURSIVE);
@@ -146,36 +162,32 @@ static void csb_grant_attach(const struct csb_grant_request *request, struct csb
         } else {
             // Set while detached: the command never sees the folder otherwise.
             // Flags are only ever added (a read-only host mount stays so).
+            // Private: nothing mounted on the host beneath the folder later
+            // shows up in the view, and nothing propagates back.
             struct mount_attr attributes;
             memset(&attributes, 0, sizeof(attributes));
             attributes.attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV
                 | ((request->flags & CSB_GRANT_WRITABLE) ? 0 : MOUNT_ATTR_RDONLY)
                 | ((request->flags & CSB_GRANT_EXECUTE) ? 0 : MOUNT_ATTR_NOEXEC);
+            attributes.propagation = MS_PRIVATE;
             if (mount_setattr(clone, "", AT_EMPTY_PATH | AT_RECURSIVE, &attributes, sizeof(attributes)) != 0) {
                 csb_grant_fail(reply, CSB_GRANT_STEP_FLAGS);
             }
         }
     }
-    // Back in the view whatever happened; a helper stuck in the host's
-    // namespace would serve nothing right: it ends, and the launcher hears so.
-    if (setns(csb_grants.view, CLONE_NEWNS) != 0) {
-        csb_grant_fail(reply, CSB_GRANT_STEP_VIEW);
-        _exit(1);
+    if (reply->error == 0 && csb_grant_enter_view(reply) == 0) {
+        if (mkdirat(csb_helper.area, request->name, 0755) != 0) {
+            csb_grant_fail(reply, CSB_GRANT_STEP_MOUNT_POINT);
+        } else if (move_mount(clone, "", csb_helper.area_view, request->name, MOVE_MOUNT_F_EMPTY_PATH) != 0) {
+            csb_grant_fail(reply, CSB_GRANT_STEP_ATTACH);
+            unlinkat(csb_helper.area, request->name, AT_REMOVEDIR);
+        }
     }
-    if (reply->error != 0) {
-        if (clone >= 0) close(clone);
-        return;
-    }
-    if (mkdirat(csb_grants.area, request->name, 0755) != 0) {
-        csb_grant_fail(reply, CSB_GRANT_STEP_MOUNT_POINT);
-    } else if (move_mount(clone, "", csb_grants.area_view, request->name, MOVE_MOUNT_F_EMPTY_PATH) != 0) {
-        csb_grant_fail(reply, CSB_GRANT_STEP_ATTACH);
-        unlinkat(csb_grants.area, request->name, AT_REMOVEDIR);
-    }
-    close(clone);
+    if (clone >= 0) close(clone);
 }
 
 static void csb_grant_detach(const struct csb_grant_request *request, struct csb_grant_reply *reply) {
+    if (csb_grant_enter_view(reply) != 0) return;
     char target[sizeof(CSB_GRANT_AREA) + 17] = CSB_GRANT_AREA "/";
     memcpy(target + sizeof(CSB_GRANT_AREA), request->name, strlen(request->name) + 1);
     // Descriptors already open in it keep working; new lookups find the empty mount point, then nothing.
@@ -183,28 +195,24 @@ static void csb_grant_detach(const struct csb_grant_request *request, struct csb
         csb_grant_fail(reply, CSB_GRANT_STEP_DETACH);
         return;
     }
-    unlinkat(csb_grants.area, request->name, AT_REMOVEDIR);
+    unlinkat(csb_helper.area, request->name, AT_REMOVEDIR);
 }
 
-__attribute__((noreturn)) static void csb_grant_serve(int socket_fd, int lifeline) {
+__attribute__((noreturn)) static void csb_grant_serve(int socket_fd) {
     for (;;) {
-        struct pollfd fds[2] = { { .fd = socket_fd, .events = POLLIN }, { .fd = lifeline, .events = POLLIN } };
-        if (poll(fds, 2, -1) < 0) {
-            if (errno == EINTR) continue;
-            _exit(1);
-        }
-        if (fds[1].revents != 0) _exit(0);  // the keeper is ending the sandbox
-        if (!(fds[0].revents & POLLIN)) _exit(0);  // the launcher is gone
         struct csb_grant_request request;
         ssize_t got = recv(socket_fd, &request, sizeof(request), MSG_TRUNC);
-        if (got == 0) _exit(0);
+        if (got == 0) _exit(0);  // the launcher closed its end: the sandbox ended
         if (got < 0) {
             if (errno == EINTR) continue;
             _exit(1);
         }
         struct csb_grant_reply reply = { 0, 0, (size_t)got >= sizeof(request.operation) + sizeof(request.flags) + sizeof(request.sequence) ? request.sequence : 0 };
         errno = 0;
-        if ((size_t)got != sizeof(request) || !csb_grant_name_valid(request.name)) {
+        if (csb_helper.failure != 0) {
+            errno = csb_helper.failure;
+            csb_grant_fail(&reply, CSB_GRANT_STEP_START);
+        } else if ((size_t)got != sizeof(request) || !csb_grant_name_valid(request.name)) {
             errno = EPROTO;
             csb_grant_fail(&reply, CSB_GRANT_STEP_REQUEST);
         } else if (request.operation == CSB_GRANT_ATTACH && request.path[0] == '/' && memchr(request.path, '\0', sizeof(request.path)) != NULL) {
@@ -221,42 +229,52 @@ __attribute__((noreturn)) static void csb_grant_serve(int socket_fd, int lifelin
     }
 }
 
-int csb_grant_helper_start(const struct csb_keeper_plan *keeper) {
-    int lifeline[2];
-    if (pipe2(lifeline, O_CLOEXEC) != 0) return -1;
-    pid_t pid = (pid_t)syscall(SYS_clone, (unsigned long)SIGCHLD, NULL, NULL, NULL, 0UL);
+// The helper's set-up: 0, or errno.
+static int csb_grant_helper_setup(int user_namespace) {
+    // Not dumpable: no process of the command's uid may read or trace it.
+    if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) return errno;
+    prctl(PR_SET_NAME, "sandbox-grants", 0, 0, 0);
+    // The launcher's thread that forked may serve the command's calls with
+    // no effective capabilities (MetadataSupervisor): the helper raises what it is permitted.
+    struct __user_cap_header_struct header = { .version = _LINUX_CAPABILITY_VERSION_3, .pid = 0 };
+    struct __user_cap_data_struct data[2];
+    if (syscall(SYS_capget, &header, data) != 0) return errno;
+    data[0].effective = data[0].permitted;
+    data[1].effective = data[1].permitted;
+    if (syscall(SYS_capset, &header, data) != 0) return errno;
+    if (user_namespace) {
+        // Capabilities in the sandbox's user namespace, and a mount
+        // namespace owned by it that still sees the host's tree: the
+        // host's own is not ours to clone from.
+        if (setns(csb_helper.keeper, CLONE_NEWUSER) != 0 || unshare(CLONE_NEWNS) != 0) return errno;
+    }
+    csb_helper.host = open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC);
+    return csb_helper.host < 0 ? errno : 0;
+}
+
+int csb_grant_helper_spawn(int keeper_pidfd, int user_namespace, int area, int area_view, int socket_fd, int *pidfd) {
+    // Every signal blocked across the fork: no handler of the launcher's
+    // runs in the helper, which keeps them blocked (it ends when its socket does).
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int child_pidfd = -1;
+    pid_t pid = (pid_t)syscall(SYS_clone, (unsigned long)(CLONE_PIDFD | SIGCHLD), NULL, &child_pidfd, NULL, 0UL);
+    if (pid == 0) {
+        int keep[4] = { keeper_pidfd, area, area_view, socket_fd };
+        csb_grant_close_except(keep, 4);
+        csb_helper.keeper = keeper_pidfd;
+        csb_helper.area = area;
+        csb_helper.area_view = area_view;
+        csb_helper.failure = csb_grant_helper_setup(user_namespace);
+        csb_grant_serve(socket_fd);
+    }
+    int saved = errno;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (pid < 0) {
-        int saved = errno;
-        close(lifeline[0]);
-        close(lifeline[1]);
         errno = saved;
         return -1;
     }
-    if (pid == 0) {
-        // Outside every Landlock domain of the sandbox's (mounts need that),
-        // so the command, nested in the keeper's, can neither signal nor
-        // trace it. It dies with the keeper.
-        prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
-        prctl(PR_SET_NAME, "sandbox-grants", 0, 0, 0);
-        int keep[6] = { keeper->grant_helper_fd, csb_grants.host, csb_grants.view, csb_grants.area, csb_grants.area_view, lifeline[0] };
-        csb_grant_close_except(keep, 6);
-        csb_grant_serve(keeper->grant_helper_fd, lifeline[0]);
-    }
-    close(lifeline[0]);
-    // The keeper needs none of them: only the helper may hold the host's tree and the writable area.
-    close(keeper->grant_helper_fd);
-    csb_grant_close(&csb_grants.host);
-    csb_grant_close(&csb_grants.view);
-    csb_grant_close(&csb_grants.area);
-    csb_grant_close(&csb_grants.area_view);
-    csb_grants.lifeline = lifeline[1];
-    return lifeline[1];
-}
-
-void csb_grant_helper_stop(void) {
-    csb_grant_close(&csb_grants.lifeline);
-}
-
-int csb_grant_lifeline(void) {
-    return csb_grants.lifeline;
+    *pidfd = child_pidfd;
+    return 0;
 }

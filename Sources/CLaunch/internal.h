@@ -56,20 +56,12 @@ int csb_view_build(const struct csb_child_plan *plan, const struct csb_keeper_pl
 /// Brings up the loopback interface of the caller's network namespace (view.c).
 int csb_loopback_up(void);
 
-/// Live grants (grantarea.c). Before the view: keeps a descriptor of the
-/// keeper's namespace, which still sees the host's tree, and moves the
-/// keeper into a new one for the view.
-int csb_grant_area_prepare(void);
-/// While the view is built (`root`: its tmpfs, not yet entered): mounts
-/// the area, keeps its writable mount, and adds its rules.
+/// Live grants (grantarea.c). While the view is built (`root`: its tmpfs,
+/// not yet entered): mounts the area and adds its rules.
 int csb_grant_area_build(const struct csb_child_plan *plan, const struct csb_keeper_plan *keeper, int root);
-/// Forks the helper (before the keeper enters a Landlock layer); returns
-/// the keeper's end of the helper's lifeline, or -1 with errno.
-int csb_grant_helper_start(const struct csb_keeper_plan *keeper);
-/// Ends the helper: it exits when the lifeline closes.
-void csb_grant_helper_stop(void);
-/// The keeper's end of the lifeline, -1 when there is no helper.
-int csb_grant_lifeline(void);
+/// Hands the area's writable mount and its O_PATH in the view to the
+/// launcher (CSB_KEEPER_GRANT_AREA, value 0 and 1), and closes both.
+int csb_grant_area_send(int report_fd);
 
 /// Opens the command's pty in the view's own devpts, with the plan's modes and size.
 int csb_view_pty(const struct csb_keeper_plan *keeper, int *master, int *terminal);

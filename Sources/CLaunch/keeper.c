@@ -41,22 +41,14 @@ __attribute__((noreturn)) static void csb_keeper_fail(int report_fd, int message
     _exit(127);
 }
 
-// Closes every fd but `a`, `b` and `c` (-1: none): the launcher's other fds
-// (say, another launch's report socket, whose end of file must not wait for
-// us) and the command's stdio, so the relay's pty sees end of file when the
-// command's side closes.
-static void csb_close_all_but(int a, int b, int c) {
-    int keep[3] = { a, b, c };
-    for (int i = 1; i < 3; i++) {
-        for (int j = i; j > 0 && keep[j - 1] > keep[j]; j--) { int t = keep[j]; keep[j] = keep[j - 1]; keep[j - 1] = t; }
-    }
-    unsigned int low = 0;
-    for (int i = 0; i < 3; i++) {
-        if (keep[i] < 0) continue;
-        if ((unsigned int)keep[i] > low) syscall(SYS_close_range, low, (unsigned int)keep[i] - 1, 0);
-        low = (unsigned int)keep[i] + 1;
-    }
-    syscall(SYS_close_range, low, ~0U, 0);
+// Closes every fd but two: the launcher's other fds (say, another launch's
+// report socket, whose end of file must not wait for us) and the command's
+// stdio, so the relay's pty sees end of file when the command's side closes.
+static void csb_close_all_but(int a, int b) {
+    int low = a < b ? a : b, high = a < b ? b : a;
+    if (low > 0) syscall(SYS_close_range, 0, low - 1, 0);
+    if (high > low + 1) syscall(SYS_close_range, low + 1, high - 1, 0);
+    syscall(SYS_close_range, high + 1, ~0U, 0);
 }
 
 // Landlock: kill the whole domain, reap, repeat until no child is left. As a
@@ -161,7 +153,6 @@ static void csb_keeper_kill_children(int signal_fd) {
 // either, the keeper kills its children as the host's /proc lists them.
 static int csb_keeper_end(const struct csb_keeper_plan *keeper, int signal_fd, pid_t command) {
     int status = 0;
-    csb_grant_helper_stop();  // outside our signal scope: it ends when told, and is reaped below
     int bounded = keeper->scope_signals || getpid() == 1;
     kill(bounded ? -1 : -command, SIGKILL);
     waitpid(command, &status, __WALL);
@@ -343,10 +334,6 @@ static int csb_keeper_enter_namespaces(const struct csb_child_plan *plan, const 
         // Every mount but /tmp, /dev/shm and the writable binds is
         // read-only in the view: what read-only mounts give the host view.
         int failure = 0, proc_mounted = 0;
-        if (keeper->grant_area && csb_grant_area_prepare() != 0) {
-            csb_report_send(report_fd, CSB_KEEPER_VIEW, errno, CSB_VIEW_FAILED_GRANT_AREA, -1);
-            _exit(127);
-        }
         if (csb_view_build(plan, keeper, joined, &failure, &proc_mounted) != 0) {
             csb_report_send(report_fd, CSB_KEEPER_VIEW, errno, failure, -1);
             _exit(127);
@@ -429,11 +416,8 @@ __attribute__((noreturn)) static void csb_keeper(const struct csb_child_plan *pl
             child_plan.stdio_reopen[i] = NULL;
         }
     }
-    // The grant helper mounts: forked before the keeper enters a Landlock layer.
-    if ((namespaces & CSB_NAMESPACES_VIEW) && keeper->grant_area && csb_grant_helper_start(keeper) < 0) {
-        csb_report_send(report_fd, CSB_KEEPER_VIEW, errno, CSB_VIEW_FAILED_GRANT_AREA, -1);
-        _exit(127);
-    }
+    // The grant area's mounts go to the launcher, whose helper mounts there.
+    if ((namespaces & CSB_NAMESPACES_VIEW) && keeper->grant_area) csb_grant_area_send(report_fd);
     prctl(PR_SET_NAME, "sandbox-keeper", 0, 0, 0);  // for ps; a failure changes nothing else
     if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0) csb_keeper_fail(report_fd, CSB_KEEPER_SUBREAPER);
     if (keeper->scope_signals) {
@@ -466,7 +450,7 @@ __attribute__((noreturn)) static void csb_keeper(const struct csb_child_plan *pl
     if (command < 0) csb_keeper_fail(report_fd, CSB_KEEPER_FORK);
     // The child's failure, if any, is already in the socket, ahead of this.
     csb_report_send(report_fd, CSB_KEEPER_RUNNING, 0, command, -1);
-    csb_close_all_but(report_fd, signal_fd, csb_grant_lifeline());
+    csb_close_all_but(report_fd, signal_fd);
 
     int watch_launcher = 1;
     for (;;) {

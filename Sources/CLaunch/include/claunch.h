@@ -147,12 +147,11 @@ struct csb_keeper_plan {
     /// Live grants (needs `private_view`): the grant area, a tmpfs at
     /// CSB_GRANT_AREA in the view, read-only for the command, with a rule of
     /// `grant_area_access` in its layer (and REFER in each layer that keeps
-    /// writable folders apart), and the grant helper, which attaches folders
-    /// there while the command runs (see grantarea.c).
+    /// writable folders apart); the keeper sends its mounts to the launcher
+    /// (CSB_KEEPER_GRANT_AREA), whose grant helper attaches folders there
+    /// while the command runs (see grantarea.c).
     int grant_area;
     uint64_t grant_area_access;
-    /// The helper's end of its socket with the launcher (close-on-exec).
-    int grant_helper_fd;
 };
 
 /// A new network namespace, loopback up, made on a thread of the launcher
@@ -243,6 +242,7 @@ enum csb_keeper_message {
     CSB_KEEPER_VIEW,            // the private view could not be built (value: csb_view_failure or a step): nothing ran
     CSB_KEEPER_PTY_MASTER,      // the pty's master, passed with the message
     CSB_KEEPER_PTY_TERMINAL,    // its terminal side, passed with the message
+    CSB_KEEPER_GRANT_AREA,      // the grant area's writable mount (value 0) or its O_PATH in the view (1), passed
 };
 
 /// `csb_spawn_kept`'s answer when `read_only_mounts` or `private_view` was
@@ -300,6 +300,7 @@ struct csb_grant_reply {
 
 enum csb_grant_step {
     CSB_GRANT_STEP_REQUEST = 1,  // the request itself was malformed
+    CSB_GRANT_STEP_START,        // the helper's set-up: joining the sandbox's user namespace, a namespace of the host's tree
     CSB_GRANT_STEP_HOST,         // entering the namespace that sees the host's tree
     CSB_GRANT_STEP_CLONE,        // cloning the folder there (open_tree)
     CSB_GRANT_STEP_IDENTITY,     // the clone is not the inode the launcher verified
@@ -309,6 +310,14 @@ enum csb_grant_step {
     CSB_GRANT_STEP_ATTACH,       // move_mount into the area
     CSB_GRANT_STEP_DETACH,       // umount2 of a grant
 };
+
+/// Forks the grant helper from the launcher (only async-signal-safe C in the
+/// child): it serves requests on `socket_fd` until the launcher closes its
+/// end. `keeper_pidfd`: the keeper's, whose mount namespace is the view;
+/// `user_namespace`: the sandbox has one (the helper joins it). `area`,
+/// `area_view`: what CSB_KEEPER_GRANT_AREA passed. Returns 0 with the
+/// helper's pidfd in `pidfd` (the caller reaps it), or -1 with errno.
+int csb_grant_helper_spawn(int keeper_pidfd, int user_namespace, int area, int area_view, int socket_fd, int *_Nonnull pidfd);
 
 /// Reads one message of the report: returns 1 with `stage`/`error`/`value`
 /// (and `received_fd` for the listener), or 0 at end of file (the keeper exited).

@@ -160,9 +160,9 @@ extension ConfinementPlan {
         // The keeper is a fork: it reads its own copy of everything below.
         let filter = try filter(view: view, readOnlyMounts: readOnly)
         let ptySlots: CInt = privateView != nil ? layout?.slots ?? 0 : 0
-        // The grant area and its helper: in the private view, when the
-        // launch can attach folders (`LiveGrantSupport.attach`).
-        let grantHelper = privateView != nil && request.liveGrants == .attach && liveGrants != nil ? try LiveGrantHelperPair() : nil
+        // The grant area: in the private view, when the launch can attach
+        // folders (`LiveGrantSupport.attach`). Its helper comes later, when used.
+        let grantArea = privateView != nil && request.liveGrants == .attach && liveGrants != nil
         let image = LaunchImage()
         var aheadNetwork: OwnedDescriptor?
         image.planChild { plan, image in
@@ -223,10 +223,9 @@ extension ConfinementPlan {
                 keeper.tmp_access = ruleset?.rights(Self.temporaryRights(policy: request.policy, refer: reparenting?.allowsRefer ?? false)).rawValue ?? 0
                 keeper.terminal_access = ruleset?.rights([.readFile, .writeFile, .readDir, .ioctlDev]).rawValue ?? 0
                 keeper.pty_slots = ptySlots
-                if let grantHelper {
+                if grantArea {
                     keeper.grant_area = 1
                     keeper.grant_area_access = ruleset?.rights(Self.grantAreaRights(policy: request.policy, refer: reparenting?.allowsRefer ?? false)).rawValue ?? 0
-                    keeper.grant_helper_fd = grantHelper.helperEnd.rawValue
                 }
                 if ptySlots != 0 {
                     keeper.pty_modes = layout?.modes.map { modes in UnsafeRawPointer(image.array([modes])!) }
@@ -257,6 +256,7 @@ extension ConfinementPlan {
         var namespaces = ConfinedProcess.Namespaces()
         var relay = hostRelay
         var ptyMaster: OwnedDescriptor?
+        var area: OwnedDescriptor?, areaView: OwnedDescriptor?
         let supervisor = MetadataSupervisor(writableRoots: writableRoots, readableRoots: readableRoots)
         supervisor.reporter = denials
         supervisor.observer = observer
@@ -283,8 +283,11 @@ extension ConfinementPlan {
                 let process = ConfinedProcess(
                     pid: pid, keeper: keeper, listener: listener, relay: relay, namespaces: namespaces, view: view, supervisor: supervisor,
                     report: report)
-                if let grantHelper, namespaces.contains(.view) {
-                    liveGrants?.area = LiveGrantArea(helper: grantHelper.launcherEnd, executeAllowed: request.policy.executeFiles)
+                if let area, let areaView, namespaces.contains(.view) {
+                    // nil (nothing can be attached: answered `unavailable`) only when out of descriptors.
+                    liveGrants?.area = LiveGrantArea(
+                        keeper: keeper.pidfd, userNamespace: namespaces.contains(.user), area: area, areaView: areaView,
+                        executeAllowed: request.policy.executeFiles)
                 } else {
                     liveGrants?.area = nil
                 }
@@ -294,6 +297,8 @@ extension ConfinementPlan {
                 listener = fd
             case .ptyMaster(let fd):
                 ptyMaster = fd
+            case .grantArea(let which, let fd):
+                if which == 0 { area = fd } else { areaView = fd }
             case .ptyTerminal(let fd):
                 guard let master = ptyMaster, let layout else {
                     keeper.abandon()
@@ -392,6 +397,8 @@ final class Keeper: @unchecked Sendable {
         /// The command's pty, opened by the keeper in the view's devpts.
         case ptyMaster(OwnedDescriptor)
         case ptyTerminal(OwnedDescriptor)
+        /// The live grants' area: its writable mount (0) or its O_PATH in the view (1).
+        case grantArea(CInt, OwnedDescriptor)
         case failed(stage: CInt, errno: Errno, value: CInt)
         case exited(status: CInt)
         /// End of file: the keeper exited.
@@ -417,6 +424,9 @@ final class Keeper: @unchecked Sendable {
         case CSB_KEEPER_PTY_TERMINAL.rawValue:
             guard let fd else { throw .protocolError }
             return .ptyTerminal(fd)
+        case CSB_KEEPER_GRANT_AREA.rawValue:
+            guard let fd, value == 0 || value == 1 else { throw .protocolError }
+            return .grantArea(value, fd)
         case CSB_KEEPER_RUNNING.rawValue: return .running(value)
         case CSB_KEEPER_NAMESPACES.rawValue: return .namespaces(value)
         case CSB_KEEPER_EXITED.rawValue: return .exited(status: value)

@@ -273,13 +273,23 @@ public final class LiveGrantBroker: @unchecked Sendable {
 
 // MARK: The grant area
 
-/// The grant area of a running sandbox's private view: the launcher's end
-/// of the grant helper's socket (see `Sources/CLaunch/grantarea.c`).
+/// The grant area of a running sandbox's private view, and its grant
+/// helper, forked on first use (see `Sources/CLaunch/grantarea.c`).
 public final class LiveGrantArea: @unchecked Sendable {
     /// Where the area is in the view: each grant is a folder beneath it.
     public static let path = FilePath(CSB_GRANT_AREA)
 
-    let helper: OwnedDescriptor
+    /// What the helper needs: the keeper's pidfd (its mount namespace is
+    /// the view's), the area's writable mount and its O_PATH in the view.
+    private struct Mounts {
+        let keeper: OwnedDescriptor
+        let userNamespace: Bool
+        let area: OwnedDescriptor
+        let areaView: OwnedDescriptor
+    }
+    private let mounts: Mounts?
+    /// The launcher's end of the helper's socket, and the helper's pidfd.
+    private var helper: (socket: OwnedDescriptor, pidfd: OwnedDescriptor?)?
     let executeAllowed: Bool
     private var next = 1
     /// Each request's number, echoed in its reply.
@@ -287,10 +297,52 @@ public final class LiveGrantArea: @unchecked Sendable {
     /// How long the helper may take to answer (a folder on a stuck network mount), in milliseconds.
     let timeout: CInt
 
-    init(helper: OwnedDescriptor, executeAllowed: Bool, timeout: CInt = 10_000) {
-        self.helper = helper
+    /// nil when the keeper's pidfd cannot be duplicated (out of descriptors).
+    init?(keeper: OwnedDescriptor, userNamespace: Bool, area: OwnedDescriptor, areaView: OwnedDescriptor,
+          executeAllowed: Bool, timeout: CInt = 10_000) {
+        let copy = fcntl(keeper.rawValue, F_DUPFD_CLOEXEC, 3)
+        guard copy >= 0 else { return nil }
+        mounts = Mounts(keeper: OwnedDescriptor(taking: copy), userNamespace: userNamespace, area: area, areaView: areaView)
         self.executeAllowed = executeAllowed
         self.timeout = timeout
+    }
+
+    /// For tests: a helper already at the other end of `helper`.
+    init(helper: OwnedDescriptor, executeAllowed: Bool, timeout: CInt = 10_000) {
+        mounts = nil
+        self.helper = (helper, nil)
+        self.executeAllowed = executeAllowed
+        self.timeout = timeout
+    }
+
+    deinit { stopHelper() }
+
+    /// The helper exits when our end of its socket closes; it is reaped here.
+    func stopHelper() {
+        guard let helper else { return }
+        self.helper = nil
+        _ = shutdown(helper.socket.rawValue, CInt(SHUT_RDWR))
+        guard let pidfd = helper.pidfd else { return }
+        var info = siginfo_t()
+        while waitid(idtype_t(rawValue: 3) /* P_PIDFD */, id_t(pidfd.rawValue), &info, WEXITED) < 0 && errno == EINTR {}
+    }
+
+    /// The helper's socket, forking the helper the first time.
+    private func helperSocket() throws(LiveGrantAreaError) -> CInt {
+        if let helper { return helper.socket.rawValue }
+        guard let mounts else { throw .helperGone(.brokenPipe) }
+        var pair: [CInt] = [-1, -1]
+        guard socketpair(AF_UNIX, CInt(SOCK_SEQPACKET.rawValue) | CInt(SOCK_CLOEXEC.rawValue), 0, &pair) == 0 else {
+            throw .helperGone(Errno(rawValue: errno))
+        }
+        let ours = OwnedDescriptor(taking: pair[0])
+        let theirs = OwnedDescriptor(taking: pair[1])
+        var pidfd: CInt = -1
+        guard csb_grant_helper_spawn(mounts.keeper.rawValue, mounts.userNamespace ? 1 : 0, mounts.area.rawValue, mounts.areaView.rawValue, theirs.rawValue, &pidfd) == 0 else {
+            throw .helperGone(Errno(rawValue: errno))
+        }
+        helper = (ours, OwnedDescriptor(taking: pidfd))
+        return ours.rawValue
     }
 
     /// Attaches `folder` (held open until the helper answered, so its inode
@@ -341,12 +393,13 @@ public final class LiveGrantArea: @unchecked Sendable {
 
     /// Sends `request` numbered; returns its number, nil when it could not be sent.
     private func send(_ request: csb_grant_request) -> UInt64? {
+        guard let socket = try? helperSocket() else { return nil }
         var request = request
         sequence += 1
         request.sequence = sequence
         let sent = withUnsafeBytes(of: &request) { bytes in
             var result: Int
-            repeat { result = Glibc.send(helper.rawValue, bytes.baseAddress, bytes.count, CInt(MSG_NOSIGNAL)) } while result < 0 && errno == EINTR
+            repeat { result = Glibc.send(socket, bytes.baseAddress, bytes.count, CInt(MSG_NOSIGNAL)) } while result < 0 && errno == EINTR
             return result
         }
         return sent == MemoryLayout<csb_grant_request>.size ? sequence : nil
@@ -355,17 +408,18 @@ public final class LiveGrantArea: @unchecked Sendable {
     /// Sends `request` and waits for its own reply: replies to requests
     /// that timed out before (their number is older) are dropped.
     private func exchange(_ request: csb_grant_request) throws(LiveGrantAreaError) {
+        let socket = try helperSocket()
         guard let expected = send(request) else { throw .helperGone(Errno(rawValue: errno)) }
         let deadline = Self.milliseconds() + Int64(timeout)
         while true {
-            var ready = pollfd(fd: helper.rawValue, events: Int16(POLLIN), revents: 0)
+            var ready = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
             let remaining = CInt(clamping: max(0, deadline - Self.milliseconds()))
             let polled = poll(&ready, 1, remaining)
             if polled < 0 && errno == EINTR { continue }
             guard polled == 1 else { throw .helperGone(polled == 0 ? .timedOut : Errno(rawValue: errno)) }
             var reply = csb_grant_reply()
             var got: Int
-            repeat { got = withUnsafeMutableBytes(of: &reply) { recv(helper.rawValue, $0.baseAddress, $0.count, 0) } } while got < 0 && errno == EINTR
+            repeat { got = withUnsafeMutableBytes(of: &reply) { recv(socket, $0.baseAddress, $0.count, 0) } } while got < 0 && errno == EINTR
             guard got == MemoryLayout<csb_grant_reply>.size else { throw .helperGone(got == 0 ? .brokenPipe : Errno(rawValue: errno)) }
             guard reply.sequence == expected else { continue }
             if reply.error != 0 { throw .failed(step: Self.describe(step: reply.step), errno: Errno(rawValue: reply.error)) }
@@ -382,6 +436,7 @@ public final class LiveGrantArea: @unchecked Sendable {
     static func describe(step: Int32) -> String {
         switch UInt32(step) {
         case CSB_GRANT_STEP_REQUEST.rawValue: "the request to the grant helper"
+        case CSB_GRANT_STEP_START.rawValue: "starting the grant helper (joining the sandbox's user namespace, a namespace of the host's tree)"
         case CSB_GRANT_STEP_HOST.rawValue: "entering the namespace that sees the host's tree"
         case CSB_GRANT_STEP_CLONE.rawValue: "cloning the folder (a folder mounted on the host after the launch is not there)"
         case CSB_GRANT_STEP_IDENTITY.rawValue: "checking the clone is the folder chosen (it was moved or replaced meanwhile)"
@@ -407,21 +462,6 @@ public enum LiveGrantAreaError: Error, Equatable, CustomStringConvertible, Senda
         case .helperGone(let error): "the sandbox's grant helper did not answer (\(error)): the sandbox is ending"
         case .failed(let step, let error): "\(step) failed: \(error)"
         }
-    }
-}
-
-/// The socket between the launcher and one launch's grant helper.
-struct LiveGrantHelperPair {
-    let launcherEnd: OwnedDescriptor
-    let helperEnd: OwnedDescriptor
-
-    init() throws(SandboxError) {
-        var pair: [CInt] = [-1, -1]
-        guard socketpair(AF_UNIX, CInt(SOCK_SEQPACKET.rawValue) | CInt(SOCK_CLOEXEC.rawValue), 0, &pair) == 0 else {
-            throw .setup(step: "making the grant helper's socket", errno: Errno(rawValue: errno))
-        }
-        launcherEnd = OwnedDescriptor(taking: pair[0])
-        helperEnd = OwnedDescriptor(taking: pair[1])
     }
 }
 
