@@ -89,6 +89,13 @@ public struct LaunchGrants {
     /// Resolves the bookmark at `path` (absolute) for grant `name`: the rule
     /// for the launch and the variable that names the folder for the command.
     public func resolve(name: String, bookmark path: String) throws -> (rule: PathRule, variable: String) {
+        let resolved = try resolveGrant(name: name, bookmark: path)
+        return (resolved.rule, resolved.variable)
+    }
+
+    /// `resolve`, with the grant the folder is given under: what a running
+    /// sandbox watches in the ledger to take the folder away when it is revoked.
+    public func resolveGrant(name: String, bookmark path: String) throws -> (rule: PathRule, variable: String, grant: GrantID?) {
         let fail = { (problem: LaunchGrantProblem) in LaunchGrantError(grant: name, file: path, problem: problem) }
         guard let allowed = GrantAccess.readWrite.pathAccess(allowedBy: policy) else {
             throw fail(.policyTakesNoGrants(policy: policy.source))
@@ -140,7 +147,7 @@ public struct LaunchGrants {
 
     private func rule(
         for resolution: BookmarkResolution, name: String, allowed: Policy.PathAccess, _ fail: (LaunchGrantProblem) -> LaunchGrantError
-    ) throws -> (rule: PathRule, variable: String) {
+    ) throws -> (rule: PathRule, variable: String, grant: GrantID?) {
         guard resolution.status == .fresh || resolution.status == .moved, let folder = resolution.folder,
               let path = resolution.currentPath else {
             throw fail(.unusable(status: resolution.status, message: resolution.message))
@@ -152,7 +159,7 @@ public struct LaunchGrants {
             notice(.downgraded(grant: name, policy: policy.source, path: path))
             granted = .readOnly
         }
-        return (PathRule(grant: name, path: path, descriptor: folder, access: granted), "SANDBOX_GRANT_\(name)")
+        return (PathRule(grant: name, path: path, descriptor: folder, access: granted), "SANDBOX_GRANT_\(name)", resolution.grant?.id)
     }
 }
 

@@ -150,11 +150,25 @@ public final class LiveGrantService: @unchecked Sendable {
         return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
     }
 
-    /// Serves `broker`'s requests and watches for revocations.
-    public func serve(_ broker: LiveGrantBroker) {
-        broker.handler = { request, area in self.handle(request, area: area) }
-        broker.watch = { self.watch() }
-        broker.recheck = { self.recheck() }
+    /// The sandbox's revocable grants (its launch-time grants' mounts).
+    private var running: RunningGrants?
+    /// The launch-time grants by name, and the grant each is given under.
+    private var launchGrants: [String: GrantID] = [:]
+
+    /// Serves `broker`'s requests (when there is one) and, while folders
+    /// attached at run time or launch-time grants with mounts of their own
+    /// are in the view, watches the ledger to take away those revoked.
+    public func serve(_ broker: LiveGrantBroker?, running: RunningGrants, launchGrants: [String: GrantID] = [:]) {
+        broker?.handler = { request, area in self.handle(request, area: area) }
+        self.running = running
+        self.launchGrants = launchGrants
+        running.watch = { self.watch() }
+        running.recheck = { self.recheck() }
+    }
+
+    /// Launch-time grants whose mounts are still in the view, with their grants.
+    private var watchedLaunchGrants: [(name: String, grant: GrantID)] {
+        (running?.launchGrants ?? []).compactMap { name in launchGrants[name].map { (name, $0) } }
     }
 
     public func handle(_ request: LiveGrantRequest, area: LiveGrantArea?) -> LiveGrantReply {
@@ -295,7 +309,7 @@ public final class LiveGrantService: @unchecked Sendable {
 
     /// What the launcher's wait loop polls while folders are attached.
     func watch() -> (descriptor: CInt?, timeout: CInt)? {
-        guard !attached.isEmpty else { return nil }
+        guard !attached.isEmpty || !watchedLaunchGrants.isEmpty else { return nil }
         if inotify < 0 { startWatching() }
         let remaining = max(0, lastCheck + Self.recheckInterval - Self.now())
         return (inotify >= 0 ? inotify : nil, CInt(remaining * 1000) + 1)
@@ -326,7 +340,7 @@ public final class LiveGrantService: @unchecked Sendable {
     /// each attached grant that is no longer live. A ledger that cannot be
     /// read keeps nothing attached.
     func recheck() {
-        guard !attached.isEmpty else { return }
+        guard !attached.isEmpty || !watchedLaunchGrants.isEmpty else { return }
         var changed = false
         var moved = false
         if inotify >= 0 {
@@ -356,7 +370,8 @@ public final class LiveGrantService: @unchecked Sendable {
 
     func check() {
         checks += 1
-        let ids = Array(attached.keys)
+        let launch = watchedLaunchGrants
+        let ids = Array(attached.keys) + launch.map(\.grant)
         if ledger == nil { ledger = try? session.broker() }
         // Read again through a new connection once before concluding the ledger cannot be read.
         var live = try? ledger?.liveness(of: ids)
@@ -369,6 +384,10 @@ public final class LiveGrantService: @unchecked Sendable {
             // A detach that fails (the helper gone: the sandbox is ending) is tried again at the next check.
             try? detach(id)
         }
+        // A launch-time grant's mount goes once every grant it holds is revoked;
+        // one that could not be detached is tried again at the next check.
+        let revoked = Set(launch.filter { known[$0.grant] != true }.map(\.name))
+        if !revoked.isEmpty { _ = try? running?.detachLaunchGrants(revoked) }
         lastCheck = Self.now()
     }
 }

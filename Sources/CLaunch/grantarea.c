@@ -146,6 +146,11 @@ static int csb_grant_enter_view(struct csb_grant_reply *reply) {
 }
 
 static void csb_grant_attach(const struct csb_grant_request *request, struct csb_grant_reply *reply) {
+    if (csb_helper.area < 0 || csb_helper.area_view < 0) {
+        errno = ENOTSUP;  // no area in this sandbox: only launch-time grants to detach
+        csb_grant_fail(reply, CSB_GRANT_STEP_REQUEST);
+        return;
+    }
     if (setns(csb_helper.host, CLONE_NEWNS) != 0) { csb_grant_fail(reply, CSB_GRANT_STEP_HOST); return; }
     // The launcher's path, in the host's tree: a link put on the way since
     // leads to another inode, which the comparison refuses.
@@ -187,6 +192,11 @@ static void csb_grant_attach(const struct csb_grant_request *request, struct csb
 }
 
 static void csb_grant_detach(const struct csb_grant_request *request, struct csb_grant_reply *reply) {
+    if (csb_helper.area < 0) {
+        errno = ENOTSUP;
+        csb_grant_fail(reply, CSB_GRANT_STEP_REQUEST);
+        return;
+    }
     if (csb_grant_enter_view(reply) != 0) return;
     char target[sizeof(CSB_GRANT_AREA) + 17] = CSB_GRANT_AREA "/";
     memcpy(target + sizeof(CSB_GRANT_AREA), request->name, strlen(request->name) + 1);
@@ -198,10 +208,50 @@ static void csb_grant_detach(const struct csb_grant_request *request, struct csb
     unlinkat(csb_helper.area, request->name, AT_REMOVEDIR);
 }
 
+// A launch-time grant: the mount whose root `mount_fd` is (the keeper's
+// clone, as attached in the view). Detached with that root as the working
+// directory, so that no path is looked up that the command could have
+// changed (it may rename folders around the mount point). EINVAL: the mount
+// is no longer in the view (a grant it lay in was detached with it).
+static void csb_grant_detach_mount(int mount_fd, struct csb_grant_reply *reply) {
+    if (mount_fd < 0) {
+        errno = EBADF;
+        csb_grant_fail(reply, CSB_GRANT_STEP_REQUEST);
+        return;
+    }
+    if (csb_grant_enter_view(reply) != 0) return;
+    if (fchdir(mount_fd) != 0 || umount2(".", MNT_DETACH) != 0) csb_grant_fail(reply, CSB_GRANT_STEP_DETACH);
+    int saved = errno;
+    (void)chdir("/");
+    errno = saved;
+}
+
+// One request, and the descriptor passed with it (-1: none).
+static ssize_t csb_grant_receive(int socket_fd, struct csb_grant_request *request, int *passed) {
+    struct iovec iov = { .iov_base = request, .iov_len = sizeof(*request) };
+    union { char buf[CMSG_SPACE(sizeof(int))]; struct cmsghdr align; } control;
+    struct msghdr msg;
+    memset(&msg, 0, sizeof(msg));
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.buf;
+    msg.msg_controllen = sizeof(control.buf);
+    *passed = -1;
+    ssize_t got = recvmsg(socket_fd, &msg, MSG_TRUNC | MSG_CMSG_CLOEXEC);
+    if (got < 0) return got;
+    for (struct cmsghdr *cmsg = CMSG_FIRSTHDR(&msg); cmsg != NULL; cmsg = CMSG_NXTHDR(&msg, cmsg)) {
+        if (cmsg->cmsg_level == SOL_SOCKET && cmsg->cmsg_type == SCM_RIGHTS && cmsg->cmsg_len == CMSG_LEN(sizeof(int))) {
+            memcpy(passed, CMSG_DATA(cmsg), sizeof(int));
+        }
+    }
+    return got;
+}
+
 __attribute__((noreturn)) static void csb_grant_serve(int socket_fd) {
     for (;;) {
         struct csb_grant_request request;
-        ssize_t got = recv(socket_fd, &request, sizeof(request), MSG_TRUNC);
+        int passed = -1;
+        ssize_t got = csb_grant_receive(socket_fd, &request, &passed);
         if (got == 0) _exit(0);  // the launcher closed its end: the sandbox ended
         if (got < 0) {
             if (errno == EINTR) continue;
@@ -219,10 +269,13 @@ __attribute__((noreturn)) static void csb_grant_serve(int socket_fd) {
             csb_grant_attach(&request, &reply);
         } else if (request.operation == CSB_GRANT_DETACH) {
             csb_grant_detach(&request, &reply);
+        } else if (request.operation == CSB_GRANT_DETACH_MOUNT) {
+            csb_grant_detach_mount(passed, &reply);
         } else {
             errno = EPROTO;
             csb_grant_fail(&reply, CSB_GRANT_STEP_REQUEST);
         }
+        if (passed >= 0) close(passed);
         while (send(socket_fd, &reply, sizeof(reply), MSG_NOSIGNAL) < 0) {
             if (errno != EINTR) _exit(1);
         }
@@ -277,4 +330,26 @@ int csb_grant_helper_spawn(int keeper_pidfd, int user_namespace, int area, int a
     }
     *pidfd = child_pidfd;
     return 0;
+}
+
+ssize_t csb_grant_send(int socket_fd, const struct csb_grant_request *request, int passed_fd) {
+    struct iovec iov = { .iov_base = (void *)request, .iov_len = sizeof(*request) };
+    union { char buf[CMSG_SPACE(sizeof(int))]; struct cmsghdr align; } control;
+    struct msghdr msg;
+    memset(&msg, 0, sizeof(msg));
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    if (passed_fd >= 0) {
+        memset(&control, 0, sizeof(control));
+        msg.msg_control = control.buf;
+        msg.msg_controllen = sizeof(control.buf);
+        struct cmsghdr *cmsg = CMSG_FIRSTHDR(&msg);
+        cmsg->cmsg_level = SOL_SOCKET;
+        cmsg->cmsg_type = SCM_RIGHTS;
+        cmsg->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(cmsg), &passed_fd, sizeof(int));
+    }
+    ssize_t sent;
+    do { sent = sendmsg(socket_fd, &msg, MSG_NOSIGNAL); } while (sent < 0 && errno == EINTR);
+    return sent;
 }

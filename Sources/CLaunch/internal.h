@@ -51,7 +51,7 @@ void csb_report_send(int fd, int stage, int error, int value, int passed_fd);
 /// -1 with errno and `failure` (a csb_view_failure, or the failing step).
 /// The root is final afterwards, with the sandbox's /proc when
 /// `proc_mounted` says so; /dev/shm is still to mount.
-int csb_view_build(const struct csb_child_plan *plan, const struct csb_keeper_plan *keeper, int loopback_up, int *failure, int *proc_mounted);
+int csb_view_build(const struct csb_child_plan *plan, const struct csb_keeper_plan *keeper, int loopback_up, int report_fd, int *failure, int *proc_mounted);
 
 /// Brings up the loopback interface of the caller's network namespace (view.c).
 int csb_loopback_up(void);

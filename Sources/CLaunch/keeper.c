@@ -334,7 +334,7 @@ static int csb_keeper_enter_namespaces(const struct csb_child_plan *plan, const 
         // Every mount but /tmp, /dev/shm and the writable binds is
         // read-only in the view: what read-only mounts give the host view.
         int failure = 0, proc_mounted = 0;
-        if (csb_view_build(plan, keeper, joined, &failure, &proc_mounted) != 0) {
+        if (csb_view_build(plan, keeper, joined, report_fd, &failure, &proc_mounted) != 0) {
             csb_report_send(report_fd, CSB_KEEPER_VIEW, errno, failure, -1);
             _exit(127);
         }

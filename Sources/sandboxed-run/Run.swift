@@ -248,14 +248,16 @@ struct RunOptions {
         if let denialsFile { request.denialLog = try DenialLog.open(
                 try Picking.absolute(RawArguments.value(of: "--denials") ?? FilePath(denialsFile)) { SandboxError.usage("--denials \(denialsFile): \($0)") },
                 trust: session.linkTrust()) }
+        var grantIDs: [String: GrantID] = [:]
         if !grants.isEmpty {
             let launchGrants = try Picking.launchGrants(
                 app: request.app, policy: policy, onStale: onStale ?? (Picking.hasTerminal ? .prompt : .fail),
                 onMissing: onMissing)
             for spec in grants {
                 let (name, file) = try LaunchGrants.parse(spec)
-                let (rule, variable) = try launchGrants.resolve(name: name, bookmark: Picking.absolute(file))
+                let (rule, variable, grant) = try launchGrants.resolveGrant(name: name, bookmark: Picking.absolute(file))
                 request.folders.append(rule)
+                if let grant { grantIDs[name] = grant }
                 request.pathVariables[variable] = rule.path
             }
         }
@@ -273,9 +275,10 @@ struct RunOptions {
         request.liveGrants = .attach
         LaunchPhases.mark("request")
         let plan = try ConfinementPlan(request)
-        if let broker = plan.liveGrants {
-            // The broker keeps the service for as long as it serves.
-            session.liveGrantService(app: request.app, policy: policy, picker: picker.map(AskpassPicker.init(program:))).serve(broker)
+        if plan.liveGrants != nil || !grantIDs.isEmpty {
+            // The broker and the running grants keep the service for as long as they serve.
+            session.liveGrantService(app: request.app, policy: policy, picker: picker.map(AskpassPicker.init(program:)))
+                .serve(plan.liveGrants, running: plan.running, launchGrants: grantIDs)
         }
         if report || !plan.report.missing.isEmpty {
             Console.lines(plan.report.text.split(separator: "\n").map(String.init))

@@ -191,6 +191,7 @@ enum csb_view_flags {
     CSB_VIEW_DEVICE = 4,      // BIND: a device node (no nodev)
     CSB_VIEW_OPTIONAL = 8,    // BIND: skipped when the name leads elsewhere now (the launcher's own files)
     CSB_VIEW_NESTED = 16,     // BIND: `target` lies inside an earlier bind and must be device/inode too
+    CSB_VIEW_REVOCABLE = 32,  // BIND: a grant: the attached mount goes to the launcher (CSB_KEEPER_VIEW_GRANT), which may detach it
 };
 
 struct csb_view_check {
@@ -243,6 +244,7 @@ enum csb_keeper_message {
     CSB_KEEPER_PTY_MASTER,      // the pty's master, passed with the message
     CSB_KEEPER_PTY_TERMINAL,    // its terminal side, passed with the message
     CSB_KEEPER_GRANT_AREA,      // the grant area's writable mount (value 0) or its O_PATH in the view (1), passed
+    CSB_KEEPER_VIEW_GRANT,      // a CSB_VIEW_REVOCABLE bind as attached in the view (value: the step's index), passed
 };
 
 /// `csb_spawn_kept`'s answer when `read_only_mounts` or `private_view` was
@@ -273,6 +275,7 @@ int csb_spawn_kept(const struct csb_child_plan *plan, const struct csb_keeper_pl
 enum csb_grant_operation {
     CSB_GRANT_ATTACH = 1,   // clone `path` (it must be device/inode) and attach it at CSB_GRANT_AREA/`name`
     CSB_GRANT_DETACH = 2,   // detach CSB_GRANT_AREA/`name` and remove its mount point
+    CSB_GRANT_DETACH_MOUNT = 3,  // detach the mount whose root the descriptor passed with the request is (a launch-time grant)
 };
 
 enum csb_grant_flags {
@@ -315,9 +318,14 @@ enum csb_grant_step {
 /// child): it serves requests on `socket_fd` until the launcher closes its
 /// end. `keeper_pidfd`: the keeper's, whose mount namespace is the view;
 /// `user_namespace`: the sandbox has one (the helper joins it). `area`,
-/// `area_view`: what CSB_KEEPER_GRANT_AREA passed. Returns 0 with the
-/// helper's pidfd in `pidfd` (the caller reaps it), or -1 with errno.
+/// `area_view`: what CSB_KEEPER_GRANT_AREA passed, or -1 when the sandbox
+/// has no area (then it only detaches launch-time grants). Returns 0 with
+/// the helper's pidfd in `pidfd` (the caller reaps it), or -1 with errno.
 int csb_grant_helper_spawn(int keeper_pidfd, int user_namespace, int area, int area_view, int socket_fd, int *_Nonnull pidfd);
+
+/// Sends one request to the grant helper, with `passed_fd` (SCM_RIGHTS) when
+/// >= 0: the mount a CSB_GRANT_DETACH_MOUNT detaches. EINTR retried.
+ssize_t csb_grant_send(int socket_fd, const struct csb_grant_request *_Nonnull request, int passed_fd);
 
 /// Reads one message of the report: returns 1 with `stage`/`error`/`value`
 /// (and `received_fd` for the listener), or 0 at end of file (the keeper exited).

@@ -25,6 +25,7 @@ extension ConfinementPlan {
                     liveGrants.commandStarted()
                     process.liveGrants = liveGrants
                 }
+                process.running = running
                 return process
             case .viewUnavailable(let reason):
                 guard view == .private, request.compatibility == .bestEffort else { throw .viewUnavailable(reason) }
@@ -257,6 +258,8 @@ extension ConfinementPlan {
         var relay = hostRelay
         var ptyMaster: OwnedDescriptor?
         var area: OwnedDescriptor?, areaView: OwnedDescriptor?
+        var launchMounts: [(grants: [String], mount: OwnedDescriptor)] = []
+        let revocable = privateView?.revocableBinds ?? []
         let supervisor = MetadataSupervisor(writableRoots: writableRoots, readableRoots: readableRoots)
         supervisor.reporter = denials
         supervisor.observer = observer
@@ -283,14 +286,16 @@ extension ConfinementPlan {
                 let process = ConfinedProcess(
                     pid: pid, keeper: keeper, listener: listener, relay: relay, namespaces: namespaces, view: view, supervisor: supervisor,
                     report: report)
-                if let area, let areaView, namespaces.contains(.view) {
-                    // nil (nothing can be attached: answered `unavailable`) only when out of descriptors.
-                    liveGrants?.area = LiveGrantArea(
+                // The helper's client, for the area and the launch-time grants'
+                // mounts; nil (nothing is attached or detached: answered
+                // `unavailable`) only when out of descriptors.
+                running.launchMounts = launchMounts
+                running.area = namespaces.contains(.view) && (area != nil && areaView != nil || !launchMounts.isEmpty)
+                    ? LiveGrantArea(
                         keeper: keeper.pidfd, userNamespace: namespaces.contains(.user), area: area, areaView: areaView,
                         executeAllowed: request.policy.executeFiles)
-                } else {
-                    liveGrants?.area = nil
-                }
+                    : nil
+                liveGrants?.area = running.area?.canAttach == true ? running.area : nil
                 return .started(process)
             case .listener(let fd):
                 LaunchPhases.mark("child confined")
@@ -299,6 +304,12 @@ extension ConfinementPlan {
                 ptyMaster = fd
             case .grantArea(let which, let fd):
                 if which == 0 { area = fd } else { areaView = fd }
+            case .viewGrant(let step, let fd):
+                guard let grants = revocable.first(where: { $0.step == Int(step) })?.grants else {
+                    keeper.abandon()
+                    throw .setup(step: "receiving a grant's mount in the view", errno: .protocolError)
+                }
+                launchMounts.append((grants, fd))
             case .ptyTerminal(let fd):
                 guard let master = ptyMaster, let layout else {
                     keeper.abandon()
@@ -399,6 +410,8 @@ final class Keeper: @unchecked Sendable {
         case ptyTerminal(OwnedDescriptor)
         /// The live grants' area: its writable mount (0) or its O_PATH in the view (1).
         case grantArea(CInt, OwnedDescriptor)
+        /// A launch-time grant's mount in the view, by its view step.
+        case viewGrant(CInt, OwnedDescriptor)
         case failed(stage: CInt, errno: Errno, value: CInt)
         case exited(status: CInt)
         /// End of file: the keeper exited.
@@ -427,6 +440,9 @@ final class Keeper: @unchecked Sendable {
         case CSB_KEEPER_GRANT_AREA.rawValue:
             guard let fd, value == 0 || value == 1 else { throw .protocolError }
             return .grantArea(value, fd)
+        case CSB_KEEPER_VIEW_GRANT.rawValue:
+            guard let fd else { throw .protocolError }
+            return .viewGrant(value, fd)
         case CSB_KEEPER_RUNNING.rawValue: return .running(value)
         case CSB_KEEPER_NAMESPACES.rawValue: return .namespaces(value)
         case CSB_KEEPER_EXITED.rawValue: return .exited(status: value)
@@ -473,6 +489,8 @@ public final class ConfinedProcess: @unchecked Sendable {
     private let planReport: EnforcementReport
     /// The live-grant broker served while waiting, nil without one.
     public internal(set) var liveGrants: LiveGrantBroker?
+    /// What of its grants can be taken away while it runs, watched while waiting.
+    public internal(set) var running: RunningGrants?
     let keeper: Keeper
     let listener: OwnedDescriptor?
     let relay: TerminalRelay?
@@ -560,7 +578,7 @@ public final class ConfinedProcess: @unchecked Sendable {
             let brokerIndex = fds.count
             if let liveGrants, let socket = liveGrants.socket { fds.append(pollfd(fd: socket.rawValue, events: Int16(POLLIN) | LiveGrantBroker.pollReadHangUp, revents: 0)) }
             // Revocations are watched while grants are attached, served or not.
-            let watched = liveGrants?.watch?() ?? nil
+            let watched = running?.watch?() ?? nil
             if let descriptor = watched?.descriptor { fds.append(pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)) }
             let relayStart = fds.count
             relay?.addRequests(to: &fds)
@@ -584,7 +602,7 @@ public final class ConfinedProcess: @unchecked Sendable {
                     liveGrants.stopServing()
                 }
             }
-            if watched != nil { liveGrants?.recheck?() }
+            if watched != nil { running?.recheck?() }
             relay?.serve(fds[relayStart...])
             if fds[0].revents != 0 {
                 do {

@@ -74,6 +74,9 @@ public final class ConfinementPlan: @unchecked Sendable {
     /// the request takes none or the policy has neither a user-selected key
     /// nor `bookmarks.app-scope`: set its `handler` before `launch()`.
     public let liveGrants: LiveGrantBroker?
+    /// What of the grants can be taken away while the command runs: filled
+    /// in by `launch()`; set its `watch` and `recheck` before.
+    public let running = RunningGrants()
     /// The variable that holds the broker's descriptor number in the command.
     public static let brokerVariable = "SANDBOXED_RUN_BROKER_FD"
 

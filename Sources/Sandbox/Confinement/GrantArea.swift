@@ -192,14 +192,6 @@ public final class LiveGrantBroker: @unchecked Sendable {
     public private(set) var served = 0
     /// Until every process holding the command's end is gone.
     var serving: Bool { socket != nil }
-    /// While folders are attached: a descriptor to wait on for news of
-    /// revocations (nil: none) and the longest wait before `recheck` runs
-    /// anyway (milliseconds; -1: none). nil when nothing is to be watched.
-    public var watch: (() -> (descriptor: CInt?, timeout: CInt)?)?
-    /// Runs after every wake while `watch` gives something: checks the
-    /// attached grants are still live, detaching those that are not.
-    public var recheck: (() -> Void)?
-
     init() throws(SandboxError) {
         var pair: [CInt] = [-1, -1]
         guard socketpair(AF_UNIX, CInt(SOCK_SEQPACKET.rawValue) | CInt(SOCK_CLOEXEC.rawValue), 0, &pair) == 0 else {
@@ -273,6 +265,62 @@ public final class LiveGrantBroker: @unchecked Sendable {
 
 // MARK: The grant area
 
+/// What of a running sandbox's grants can be taken away while it runs:
+/// the folders attached in its grant area (`area`) and, in the private
+/// view, the mount of each launch-time grant. The launch fills it in; the
+/// service that watches the ledger (AppSandbox's `LiveGrantService`) uses
+/// it, through `watch` and `recheck`, which the wait loop calls.
+public final class RunningGrants: @unchecked Sendable {
+    /// The helper's client: set in the private view when there is an area
+    /// or a launch-time grant to detach; nil otherwise.
+    public internal(set) var area: LiveGrantArea?
+    /// Each launch-time grant's own mount in the view, with the grants (by
+    /// name) it holds; removed once detached.
+    var launchMounts: [(grants: [String], mount: OwnedDescriptor)] = []
+    /// While something can be revoked: a descriptor to wait on for news of
+    /// revocations (nil: none) and the longest wait before `recheck` runs
+    /// anyway (milliseconds; -1: none). nil when nothing is to be watched.
+    public var watch: (() -> (descriptor: CInt?, timeout: CInt)?)?
+    /// Runs after every wake while `watch` gives something.
+    public var recheck: (() -> Void)?
+
+    init() {}
+
+    /// The launch-time grants that still have a mount of their own in the view.
+    public var launchGrants: [String] { launchMounts.flatMap(\.grants) }
+
+    /// Detaches each launch-time mount all of whose grants are in `revoked`;
+    /// returns the names of the grants cut. A mount whose detach failed
+    /// stays listed (tried again at the next call) and the error is thrown
+    /// after the others were tried.
+    public func detachLaunchGrants(_ revoked: Set<String>) throws(LiveGrantAreaError) -> [String] {
+        var cut: [String] = []
+        var failure: LiveGrantAreaError?
+        var kept: [(grants: [String], mount: OwnedDescriptor)] = []
+        for entry in launchMounts {
+            guard entry.grants.allSatisfy(revoked.contains) else {
+                kept.append(entry)
+                continue
+            }
+            guard let area else {
+                failure = .notAttachable("no grant helper for this sandbox")
+                kept.append(entry)
+                continue
+            }
+            do {
+                _ = try area.detachMount(entry.mount)
+                cut += entry.grants
+            } catch {
+                failure = error
+                kept.append(entry)
+            }
+        }
+        launchMounts = kept
+        if let failure { throw failure }
+        return cut
+    }
+}
+
 /// The grant area of a running sandbox's private view, and its grant
 /// helper, forked on first use (see `Sources/CLaunch/grantarea.c`).
 public final class LiveGrantArea: @unchecked Sendable {
@@ -284,8 +332,9 @@ public final class LiveGrantArea: @unchecked Sendable {
     private struct Mounts {
         let keeper: OwnedDescriptor
         let userNamespace: Bool
-        let area: OwnedDescriptor
-        let areaView: OwnedDescriptor
+        /// nil where the sandbox has no area: only launch-time grants are detached.
+        let area: OwnedDescriptor?
+        let areaView: OwnedDescriptor?
     }
     private let mounts: Mounts?
     /// The launcher's end of the helper's socket, and the helper's pidfd.
@@ -298,7 +347,7 @@ public final class LiveGrantArea: @unchecked Sendable {
     let timeout: CInt
 
     /// nil when the keeper's pidfd cannot be duplicated (out of descriptors).
-    init?(keeper: OwnedDescriptor, userNamespace: Bool, area: OwnedDescriptor, areaView: OwnedDescriptor,
+    init?(keeper: OwnedDescriptor, userNamespace: Bool, area: OwnedDescriptor?, areaView: OwnedDescriptor?,
           executeAllowed: Bool, timeout: CInt = 10_000) {
         let copy = fcntl(keeper.rawValue, F_DUPFD_CLOEXEC, 3)
         guard copy >= 0 else { return nil }
@@ -338,7 +387,7 @@ public final class LiveGrantArea: @unchecked Sendable {
         let ours = OwnedDescriptor(taking: pair[0])
         let theirs = OwnedDescriptor(taking: pair[1])
         var pidfd: CInt = -1
-        guard csb_grant_helper_spawn(mounts.keeper.rawValue, mounts.userNamespace ? 1 : 0, mounts.area.rawValue, mounts.areaView.rawValue, theirs.rawValue, &pidfd) == 0 else {
+        guard csb_grant_helper_spawn(mounts.keeper.rawValue, mounts.userNamespace ? 1 : 0, mounts.area?.rawValue ?? -1, mounts.areaView?.rawValue ?? -1, theirs.rawValue, &pidfd) == 0 else {
             throw .helperGone(Errno(rawValue: errno))
         }
         helper = (ours, OwnedDescriptor(taking: pidfd))
@@ -350,6 +399,7 @@ public final class LiveGrantArea: @unchecked Sendable {
     /// read-only unless `writable`, nosuid, nodev, noexec unless the policy
     /// lets the command execute files of its grants.
     public func attach(_ folder: OwnedDescriptor, writable: Bool) throws(LiveGrantAreaError) -> FilePath {
+        guard canAttach else { throw .notAttachable("this sandbox has no grant area (its policy takes no live grants)") }
         guard let status = try? folder.status(), status.isDirectory, let path = FilePath.pathBytes(ofDescriptor: folder.rawValue),
               path.first == UInt8(ascii: "/"), path.count < 4096 else {
             throw .notAttachable("the folder has no path the sandbox's host namespace could find it at (deleted, or not reachable from /)")
@@ -391,25 +441,38 @@ public final class LiveGrantArea: @unchecked Sendable {
         try exchange(request)
     }
 
+    /// Whether folders can be attached (the sandbox has an area).
+    public var canAttach: Bool { mounts == nil || mounts?.area != nil }
+
+    /// Detaches a launch-time grant's mount (`mount`: its root, as the
+    /// keeper attached it). True when it was detached now, false when it
+    /// was gone from the view already (a grant it lay in was detached).
+    func detachMount(_ mount: OwnedDescriptor) throws(LiveGrantAreaError) -> Bool {
+        var request = csb_grant_request()
+        request.operation = UInt32(CSB_GRANT_DETACH_MOUNT.rawValue)
+        request.name.0 = CChar(UInt8(ascii: "0"))
+        do {
+            try exchange(request, passing: mount.rawValue)
+        } catch .failed(_, .invalidArgument) {
+            return false
+        }
+        return true
+    }
+
     /// Sends `request` numbered; returns its number, nil when it could not be sent.
-    private func send(_ request: csb_grant_request) -> UInt64? {
+    private func send(_ request: csb_grant_request, passing descriptor: CInt = -1) -> UInt64? {
         guard let socket = try? helperSocket() else { return nil }
         var request = request
         sequence += 1
         request.sequence = sequence
-        let sent = withUnsafeBytes(of: &request) { bytes in
-            var result: Int
-            repeat { result = Glibc.send(socket, bytes.baseAddress, bytes.count, CInt(MSG_NOSIGNAL)) } while result < 0 && errno == EINTR
-            return result
-        }
-        return sent == MemoryLayout<csb_grant_request>.size ? sequence : nil
+        return csb_grant_send(socket, &request, descriptor) == MemoryLayout<csb_grant_request>.size ? sequence : nil
     }
 
     /// Sends `request` and waits for its own reply: replies to requests
     /// that timed out before (their number is older) are dropped.
-    private func exchange(_ request: csb_grant_request) throws(LiveGrantAreaError) {
+    private func exchange(_ request: csb_grant_request, passing descriptor: CInt = -1) throws(LiveGrantAreaError) {
         let socket = try helperSocket()
-        guard let expected = send(request) else { throw .helperGone(Errno(rawValue: errno)) }
+        guard let expected = send(request, passing: descriptor) else { throw .helperGone(Errno(rawValue: errno)) }
         let deadline = Self.milliseconds() + Int64(timeout)
         while true {
             var ready = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
