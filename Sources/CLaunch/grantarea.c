@@ -220,6 +220,16 @@ static void csb_grant_detach_mount(int mount_fd, struct csb_grant_reply *reply) 
         return;
     }
     if (csb_grant_enter_view(reply) != 0) return;
+    // Read-only first: a folder the command holds open beneath it (its
+    // working directory, say) still leads to the folder's own inode, where
+    // its Landlock rule is, so it could be walked further; nothing can be
+    // written, made or removed through it any more. The kernel refuses
+    // (EBUSY) while a file there is open for writing: that file, already
+    // open, keeps working as on Apple platforms, and the folder is detached all the same.
+    struct mount_attr read_only;
+    memset(&read_only, 0, sizeof(read_only));
+    read_only.attr_set = MOUNT_ATTR_RDONLY;
+    (void)mount_setattr(mount_fd, "", AT_EMPTY_PATH | AT_RECURSIVE, &read_only, sizeof(read_only));
     if (fchdir(mount_fd) != 0 || umount2(".", MNT_DETACH) != 0) csb_grant_fail(reply, CSB_GRANT_STEP_DETACH);
     int saved = errno;
     (void)chdir("/");
