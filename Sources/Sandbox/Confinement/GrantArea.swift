@@ -124,10 +124,11 @@ public struct LiveGrantReply: Equatable, Sendable {
     /// version, status, text length, text, and at most a bookmark with its length.
     public static let maximumSize = 4 + maximumText + 2 + LiveGrantRequest.maximumBookmark
 
+    /// An empty bookmark is none: the wire has no way to send one.
     public init(status: Status, text: [UInt8], bookmark: [UInt8]? = nil) {
         self.status = status
         self.text = Array(text.prefix(Self.maximumText))
-        self.bookmark = bookmark.map { Array($0.prefix(LiveGrantRequest.maximumBookmark)) }
+        self.bookmark = bookmark.flatMap { $0.isEmpty ? nil : Array($0.prefix(LiveGrantRequest.maximumBookmark)) }
     }
 
     public init(status: Status, message: String) {
@@ -136,9 +137,14 @@ public struct LiveGrantReply: Equatable, Sendable {
 
     /// version, status, text length (u16 little-endian), text; then, only
     /// when there is one, bookmark length (u16 little-endian), bookmark.
+    /// Fields set after `init` are cut as `init` cuts them: the command can
+    /// decode every reply.
     public func encoded() -> [UInt8] {
+        let text = self.text.prefix(Self.maximumText)
         var bytes = [LiveGrantRequest.version, status.rawValue, UInt8(text.count & 0xFF), UInt8(text.count >> 8)] + text
-        if let bookmark { bytes += [UInt8(bookmark.count & 0xFF), UInt8(bookmark.count >> 8)] + bookmark }
+        if let bookmark = bookmark?.prefix(LiveGrantRequest.maximumBookmark), !bookmark.isEmpty {
+            bytes += [UInt8(bookmark.count & 0xFF), UInt8(bookmark.count >> 8)] + bookmark
+        }
         return bytes
     }
 
@@ -200,7 +206,7 @@ public final class LiveGrantBroker: @unchecked Sendable {
     /// attached grants are still live, detaching those that are not.
     public var recheck: (() -> Void)?
 
-    init() throws(SandboxError) {
+    @_spi(Fuzzing) public init() throws(SandboxError) {
         var pair: [CInt] = [-1, -1]
         guard socketpair(AF_UNIX, CInt(SOCK_SEQPACKET.rawValue) | CInt(SOCK_CLOEXEC.rawValue), 0, &pair) == 0 else {
             throw .setup(step: "making the live-grant broker's socket", errno: Errno(rawValue: errno))
@@ -210,7 +216,7 @@ public final class LiveGrantBroker: @unchecked Sendable {
     }
 
     /// The command's end's number, the same in the command (it is kept, not moved).
-    var commandDescriptor: CInt? { commandEnd?.rawValue }
+    @_spi(Fuzzing) public var commandDescriptor: CInt? { commandEnd?.rawValue }
 
     /// Once the command holds its end: ours closes, so that the socket
     /// reports its end when the command's last process is gone.
@@ -226,7 +232,7 @@ public final class LiveGrantBroker: @unchecked Sendable {
     /// closed. `hungUp`: poll said the command's end shut down (POLLHUP or
     /// POLLRDHUP). Only then is a read of 0 bytes the end: without it, it is
     /// an empty message, which is answered like any malformed one.
-    func serveOne(hungUp: Bool) -> Bool {
+    @_spi(Fuzzing) public func serveOne(hungUp: Bool) -> Bool {
         guard let socket else { return false }
         var buffer = [UInt8](repeating: 0, count: LiveGrantRequest.maximumSize + 1)
         var message = msghdr()
