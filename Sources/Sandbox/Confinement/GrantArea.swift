@@ -180,9 +180,11 @@ public enum LiveGrantWireError: Error, Equatable, CustomStringConvertible, Senda
 
 /// The launcher's end of the command's broker socket (SOCK_SEQPACKET, an
 /// inherited descriptor, no path anywhere). One request is read and
-/// answered at a time; a request with descriptors or credentials attached,
-/// longer than `LiveGrantRequest.maximumSize`, or malformed is answered
-/// `.malformed` and nothing else happens.
+/// answered at a time; a request with descriptors attached, longer than
+/// `LiveGrantRequest.maximumSize`, or malformed is answered `.malformed` and
+/// nothing else happens. Credentials a command attaches (SCM_CREDENTIALS)
+/// the kernel drops, since the socket does not ask for them (no
+/// SO_PASSCRED): the request is served as if sent without.
 public final class LiveGrantBroker: @unchecked Sendable {
     /// Nil once the broker stopped serving: closed, so that a command still
     /// waiting for an answer reads the end instead of waiting for ever.
@@ -259,7 +261,7 @@ public final class LiveGrantBroker: @unchecked Sendable {
         if received == 0 {
             reply = LiveGrantReply(status: .malformed, message: "an empty request: a request is at least \(LiveGrantRequest.headerSize) bytes")
         } else if message.msg_flags & CInt(MSG_CTRUNC) != 0 {
-            reply = LiveGrantReply(status: .malformed, message: "descriptors or credentials sent with a request are refused")
+            reply = LiveGrantReply(status: .malformed, message: "descriptors sent with a request are refused")
         } else if message.msg_flags & CInt(MSG_TRUNC) != 0 || received > LiveGrantRequest.maximumSize {
             reply = LiveGrantReply(status: .malformed, message: "a request is at most \(LiveGrantRequest.maximumSize) bytes")
         } else {
