@@ -65,7 +65,7 @@
         var status = stat()
         precondition(fstat(sentinel, &status) == 0)
         sentinelIdentity = (status.st_dev, status.st_ino)
-        broker.handler = { [unowned self] request, area in
+        broker.handler = { [unowned self] request, _ in
             handled += 1
             lastRequest = request
             return Self.answer(request)
