@@ -124,10 +124,11 @@ public struct LiveGrantReply: Equatable, Sendable {
     /// version, status, text length, text, and at most a bookmark with its length.
     public static let maximumSize = 4 + maximumText + 2 + LiveGrantRequest.maximumBookmark
 
+    /// An empty bookmark is none: the wire has no way to send one.
     public init(status: Status, text: [UInt8], bookmark: [UInt8]? = nil) {
         self.status = status
         self.text = Array(text.prefix(Self.maximumText))
-        self.bookmark = bookmark.map { Array($0.prefix(LiveGrantRequest.maximumBookmark)) }
+        self.bookmark = bookmark.flatMap { $0.isEmpty ? nil : Array($0.prefix(LiveGrantRequest.maximumBookmark)) }
     }
 
     public init(status: Status, message: String) {
@@ -136,9 +137,14 @@ public struct LiveGrantReply: Equatable, Sendable {
 
     /// version, status, text length (u16 little-endian), text; then, only
     /// when there is one, bookmark length (u16 little-endian), bookmark.
+    /// Fields set after `init` are cut as `init` cuts them: the command can
+    /// decode every reply.
     public func encoded() -> [UInt8] {
+        let text = self.text.prefix(Self.maximumText)
         var bytes = [LiveGrantRequest.version, status.rawValue, UInt8(text.count & 0xFF), UInt8(text.count >> 8)] + text
-        if let bookmark { bytes += [UInt8(bookmark.count & 0xFF), UInt8(bookmark.count >> 8)] + bookmark }
+        if let bookmark = bookmark?.prefix(LiveGrantRequest.maximumBookmark), !bookmark.isEmpty {
+            bytes += [UInt8(bookmark.count & 0xFF), UInt8(bookmark.count >> 8)] + bookmark
+        }
         return bytes
     }
 
@@ -174,9 +180,11 @@ public enum LiveGrantWireError: Error, Equatable, CustomStringConvertible, Senda
 
 /// The launcher's end of the command's broker socket (SOCK_SEQPACKET, an
 /// inherited descriptor, no path anywhere). One request is read and
-/// answered at a time; a request with descriptors or credentials attached,
-/// longer than `LiveGrantRequest.maximumSize`, or malformed is answered
-/// `.malformed` and nothing else happens.
+/// answered at a time; a request with descriptors attached, longer than
+/// `LiveGrantRequest.maximumSize`, or malformed is answered `.malformed` and
+/// nothing else happens. Credentials a command attaches (SCM_CREDENTIALS)
+/// the kernel drops, since the socket does not ask for them (no
+/// SO_PASSCRED): the request is served as if sent without.
 public final class LiveGrantBroker: @unchecked Sendable {
     /// Nil once the broker stopped serving: closed, so that a command still
     /// waiting for an answer reads the end instead of waiting for ever.
@@ -192,7 +200,7 @@ public final class LiveGrantBroker: @unchecked Sendable {
     public private(set) var served = 0
     /// Until every process holding the command's end is gone.
     var serving: Bool { socket != nil }
-    init() throws(SandboxError) {
+    @_spi(Fuzzing) public init() throws(SandboxError) {
         var pair: [CInt] = [-1, -1]
         guard socketpair(AF_UNIX, CInt(SOCK_SEQPACKET.rawValue) | CInt(SOCK_CLOEXEC.rawValue), 0, &pair) == 0 else {
             throw .setup(step: "making the live-grant broker's socket", errno: Errno(rawValue: errno))
@@ -202,7 +210,7 @@ public final class LiveGrantBroker: @unchecked Sendable {
     }
 
     /// The command's end's number, the same in the command (it is kept, not moved).
-    var commandDescriptor: CInt? { commandEnd?.rawValue }
+    @_spi(Fuzzing) public var commandDescriptor: CInt? { commandEnd?.rawValue }
 
     /// Once the command holds its end: ours closes, so that the socket
     /// reports its end when the command's last process is gone.
@@ -218,7 +226,7 @@ public final class LiveGrantBroker: @unchecked Sendable {
     /// closed. `hungUp`: poll said the command's end shut down (POLLHUP or
     /// POLLRDHUP). Only then is a read of 0 bytes the end: without it, it is
     /// an empty message, which is answered like any malformed one.
-    func serveOne(hungUp: Bool) -> Bool {
+    @_spi(Fuzzing) public func serveOne(hungUp: Bool) -> Bool {
         guard let socket else { return false }
         var buffer = [UInt8](repeating: 0, count: LiveGrantRequest.maximumSize + 1)
         var message = msghdr()
@@ -245,7 +253,7 @@ public final class LiveGrantBroker: @unchecked Sendable {
         if received == 0 {
             reply = LiveGrantReply(status: .malformed, message: "an empty request: a request is at least \(LiveGrantRequest.headerSize) bytes")
         } else if message.msg_flags & CInt(MSG_CTRUNC) != 0 {
-            reply = LiveGrantReply(status: .malformed, message: "descriptors or credentials sent with a request are refused")
+            reply = LiveGrantReply(status: .malformed, message: "descriptors sent with a request are refused")
         } else if message.msg_flags & CInt(MSG_TRUNC) != 0 || received > LiveGrantRequest.maximumSize {
             reply = LiveGrantReply(status: .malformed, message: "a request is at most \(LiveGrantRequest.maximumSize) bytes")
         } else {
