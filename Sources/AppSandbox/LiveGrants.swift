@@ -380,14 +380,17 @@ public final class LiveGrantService: @unchecked Sendable {
             live = try? ledger?.liveness(of: ids)
         }
         let known = live ?? [:]
-        for id in ids where known[id] != true {
-            // A detach that fails (the helper gone: the sandbox is ending) is tried again at the next check.
-            try? detach(id)
+        // Fail closed: a revoked folder that cannot be taken away ends the sandbox.
+        for id in Array(attached.keys) where known[id] != true {
+            do { try detach(id) } catch { running?.revocationFailed("detaching \(attached[id]?.path.string ?? "a folder"): \(error)") }
         }
-        // A launch-time grant's mount goes once every grant it holds is revoked;
-        // one that could not be detached is tried again at the next check.
+        // A launch-time grant's mount goes once every grant it holds is revoked.
         let revoked = Set(launch.filter { known[$0.grant] != true }.map(\.name))
-        if !revoked.isEmpty { _ = try? running?.detachLaunchGrants(revoked) }
+        if !revoked.isEmpty {
+            do { _ = try running?.detachLaunchGrants(revoked) } catch {
+                running?.revocationFailed("detaching the launch-time grant \(revoked.sorted().joined(separator: ", ")): \(error)")
+            }
+        }
         lastCheck = Self.now()
     }
 }

@@ -433,6 +433,53 @@ import Testing
         }
     }
 
+    /// Fail closed: a revoked folder that cannot be taken away (here the
+    /// grant helper was killed) ends the sandbox, with a message and 125.
+    @Test func aRevocationThatCannotBeEnforcedEndsTheSandbox() throws {
+        let box = try container()
+        let id = try pickInto(box + "/b")
+        let script = """
+            p=$("$SANDBOXED_RUN" start-accessing "$SANDBOX_CONTAINER/b") || exit 9
+            : > "$SANDBOX_CONTAINER/ready"
+            while [ $SECONDS -lt 20 ]; do cat "$p/note.txt" > /dev/null || exit 7; sleep 0.05; done
+            : > "$SANDBOX_CONTAINER/survived"
+            exit 3
+            """
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: CLI.binary)
+        process.arguments = ["run", "--app", Self.app, "--", "/bin/bash", "-c", script]
+        process.environment = home.environment
+        let errors = Pipe()
+        process.standardError = errors
+        process.standardOutput = FileHandle.nullDevice
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        var waited = 0
+        while !FileManager.default.fileExists(atPath: box + "/ready") && waited < 400 {
+            usleep(50_000)
+            waited += 1
+        }
+        // The launcher's children: the keeper and the grant helper it forked for the start.
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(process.processIdentifier)/task")) ?? []
+        let children = tasks.flatMap { task in
+            ((try? String(contentsOfFile: "/proc/\(process.processIdentifier)/task/\(task)/children", encoding: .utf8)) ?? "")
+                .split(separator: " ").compactMap { pid_t($0) }
+        }
+        let helpers = children.filter { child in
+            (try? String(contentsOfFile: "/proc/\(child)/comm", encoding: .utf8))?.hasPrefix("sandbox-grants") == true
+        }
+        #expect(helpers.count == 1, "children \(children)")
+        for helper in helpers { kill(helper, SIGKILL) }
+        usleep(100_000)
+        let revoked = try CLI.run(["grants", "revoke", "--grant", id], home: home)
+        #expect(revoked.status == 0, "\(revoked)")
+        let stderr = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 125, "\(stderr)")
+        #expect(stderr.contains("could not be taken away") && stderr.contains("the sandbox was ended"), "\(stderr)")
+        #expect(!FileManager.default.fileExists(atPath: box + "/survived"), "the command kept running with the revoked folder")
+    }
+
     /// Examples/live-grant.py speaks the protocol without our binary: an
     /// open panel with a bookmark, then start and stop of that bookmark.
     @Test func thePythonExampleSpeaksTheProtocol() throws {

@@ -571,6 +571,7 @@ public final class ConfinedProcess: @unchecked Sendable {
         var status: CInt?
         var failure: Errno?
         var serving = listener != nil
+        var endedForRevocation = false
         if serving { supervisor.beginServing() }  // requests are served with the child's powers
         loop: while true {
             var fds = [pollfd(fd: keeper.report.rawValue, events: Int16(POLLIN), revents: 0)]
@@ -602,7 +603,14 @@ public final class ConfinedProcess: @unchecked Sendable {
                     liveGrants.stopServing()
                 }
             }
-            if watched != nil { running?.recheck?() }
+            if watched != nil {
+                running?.recheck?()
+                // Fail closed: the keeper is pid 1 of the sandbox's pid namespace, so every process ends with it.
+                if running?.failedRevocation != nil && !endedForRevocation {
+                    endedForRevocation = true
+                    _ = csb_pidfd_send_signal(keeper.pidfd.rawValue, SIGKILL)
+                }
+            }
             relay?.serve(fds[relayStart...])
             if fds[0].revents != 0 {
                 do {
@@ -624,6 +632,7 @@ public final class ConfinedProcess: @unchecked Sendable {
         }
         let keeperStatus = keeper.reap()
         relay?.finish()
+        if endedForRevocation, let reason = running?.failedRevocation { throw .revocationFailed(reason) }
         guard let status else {
             let how = keeperStatus.map { Termination(waitStatus: $0).description } ?? "vanished"
             throw .setup(

@@ -291,8 +291,16 @@ public final class RunningGrants: @unchecked Sendable {
     public var watch: (() -> (descriptor: CInt?, timeout: CInt)?)?
     /// Runs after every wake while `watch` gives something.
     public var recheck: (() -> Void)?
+    /// Why a revoked grant could not be taken away: the wait loop then ends
+    /// the sandbox (fail closed) and `wait()` throws `.revocationFailed`.
+    public private(set) var failedRevocation: String?
 
     init() {}
+
+    /// A revoked grant stays reachable: the sandbox must end.
+    public func revocationFailed(_ reason: String) {
+        if failedRevocation == nil { failedRevocation = reason }
+    }
 
     /// The launch-time grants that still have a mount of their own in the view.
     public var launchGrants: [String] { launchMounts.flatMap(\.grants) }
