@@ -74,6 +74,9 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
+        // An app written only against the Apple-like API (SecurityScope, OpenPanel,
+        // SecurityScopedURL): the same binary unconfined and under `run`.
+        .executableTarget(name: "scoped-notes", dependencies: ["AppSandbox"], path: "Examples/ScopedNotes"),
         .executableTarget(name: "grants-benchmark", dependencies: ["Grants", "Sandbox"], path: "Benchmarks/GrantsBenchmark"),
         .executableTarget(
             name: "bookmark-fuzzer",
@@ -85,7 +88,7 @@ let package = Package(
         .executableTarget(name: "policy-fuzzer", dependencies: ["Sandbox", "Policies", "PolicyOracle"], path: "Fuzz/PolicyFuzzer"),
         .testTarget(name: "SandboxTests", dependencies: ["Sandbox", "CSyscalls", "CLaunch", "CSeccomp", "Policies", "PolicyOracle"]),
         .testTarget(name: "GrantsTests", dependencies: ["Grants", "Sandbox", "AppSandbox", "CSyscalls"]),
-        .testTarget(name: "CLITests", dependencies: ["sandboxed-run", "grants-benchmark"]),
+        .testTarget(name: "CLITests", dependencies: ["sandboxed-run", "grants-benchmark", "scoped-notes"]),
         .testTarget(name: "CoordinationTests", dependencies: ["Coordination", "Sandbox", "sandboxed-run"]),
     ],
     swiftLanguageModes: [.v6]
