@@ -152,8 +152,11 @@ import Testing
                 fd = 77
             env = dict(os.environ, SANDBOXED_RUN_BROKER_FD=str(fd))
             for action in (["open"], ["pick", "--picker", sys.argv[3]]):
-                p = subprocess.run([example] + action, env=env, pass_fds=[fd] if fd != 77 else [], capture_output=True, text=True)
-                print(p.returncode, p.stderr.strip().split(": ", 1)[-1])
+                try:
+                    p = subprocess.run([example] + action, env=env, pass_fds=[fd] if fd != 77 else [], capture_output=True, text=True, timeout=20)
+                    print(p.returncode, p.stderr.strip().split(": ", 1)[-1])
+                except subprocess.TimeoutExpired:
+                    print("hung waiting for an answer")
             if kind in ("stream", "dgram"):
                 b.setblocking(False)
                 try: print("received", len(b.recv(65536)))
