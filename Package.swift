@@ -74,6 +74,9 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
+        // An app written only against the Apple-like API (SecurityScope, OpenPanel,
+        // SecurityScopedURL): the same binary unconfined and under `run`.
+        .executableTarget(name: "scoped-notes", dependencies: ["AppSandbox"], path: "Examples/ScopedNotes"),
         .executableTarget(name: "grants-benchmark", dependencies: ["Grants", "Sandbox"], path: "Benchmarks/GrantsBenchmark"),
         .executableTarget(
             name: "bookmark-fuzzer",
@@ -91,7 +94,7 @@ let package = Package(
             dependencies: ["Sandbox", "CSyscalls", "CLaunch", "CSeccomp", "Policies", "PolicyOracle", "LiveGrantOracle"]
         ),
         .testTarget(name: "GrantsTests", dependencies: ["Grants", "Sandbox", "AppSandbox", "CSyscalls"]),
-        .testTarget(name: "CLITests", dependencies: ["sandboxed-run", "grants-benchmark"]),
+        .testTarget(name: "CLITests", dependencies: ["sandboxed-run", "grants-benchmark", "scoped-notes"]),
         .testTarget(name: "CoordinationTests", dependencies: ["Coordination", "Sandbox", "sandboxed-run"]),
     ],
     swiftLanguageModes: [.v6]

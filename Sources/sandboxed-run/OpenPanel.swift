@@ -3,31 +3,36 @@ import ArgumentParser
 import AppSandbox
 import SystemPackage
 
-/// The client side of live grants, inside a sandbox: one request on the
-/// broker's socket (its descriptor in $SANDBOXED_RUN_BROKER_FD), one answer.
+/// The client side of live grants, inside a sandbox: the library's
+/// `SecurityScope` of the sandbox's broker, and exit codes for its answers.
 enum BrokerClient {
-    static let unavailable =
-        "live grants are not available here: \(ConfinementPlan.brokerVariable) is not set "
-        + "(outside a sandbox, or one whose policy has neither a user-selected key nor com.apple.security.files.bookmarks.app-scope)"
-
-    static func send(_ request: LiveGrantRequest, command: String) throws -> LiveGrantReply {
-        guard let value = getenv(ConfinementPlan.brokerVariable).map({ String(cString: $0) }) else {
-            Console.error("\(command): \(unavailable)")
-            throw ExitCode(3)
-        }
-        guard !value.isEmpty, value.count <= 9, value.utf8.allSatisfy({ (0x30...0x39).contains($0) }), let fd = CInt(value), fd > 2 else {
-            Console.error("\(command): \(ConfinementPlan.brokerVariable)=\(value) is not a descriptor number above 2")
-            throw ExitCode(125)
-        }
-        do { return try LiveGrantClient.send(request, on: fd) } catch {
+    /// The sandbox's broker; 3 where there is none, 125 where the variable names no broker socket.
+    static func scope(command: String) throws -> SecurityScope {
+        do { return try SecurityScope.sandboxed() } catch {
             Console.error("\(command): \(error)")
-            throw ExitCode(125)
+            throw ExitCode(error == .noBroker ? 3 : 125)
         }
     }
 
-    /// The reply's text on stdout, and a newline.
-    static func printPath(_ reply: LiveGrantReply) throws {
-        let line = reply.text + [UInt8(ascii: "\n")]
+    /// A refusal: the broker's message, and the exit code of its status
+    /// (`resolve`'s codes for a bookmark not followed).
+    static func fail(_ error: SecurityScopeError, command: String) -> ExitCode {
+        Console.error("\(command): \(error)")
+        return switch error {
+        case .cancelled: ExitCode(1)
+        case .noPicker: ExitCode(2)
+        case .noBroker, .unavailable: ExitCode(3)
+        case .refused: ExitCode(4)
+        case .busy: ExitCode(5)
+        case .notAccessing: ExitCode(6)
+        case .unresolved(let status, _): ExitCode(status.exitCode)
+        default: ExitCode(125)
+        }
+    }
+
+    /// A path on stdout, and a newline.
+    static func printPath(_ path: FilePath) throws {
+        let line = path.bytes + [UInt8(ascii: "\n")]
         var offset = 0
         while offset < line.count {
             let written = line[offset...].withUnsafeBytes { write(1, $0.baseAddress, $0.count) }
@@ -35,15 +40,6 @@ enum BrokerClient {
             guard written > 0 else { throw ExitCode(125) }
             offset += written
         }
-    }
-
-    /// A refusal: the broker's message, and the exit code of its status
-    /// (`resolve`'s codes for a bookmark not followed).
-    static func fail(_ reply: LiveGrantReply, command: String) -> ExitCode {
-        Console.error("\(command): " + Printable.path(bytes: reply.text))
-        let codes: [LiveGrantReply.Status: Int32] = [.cancelled: 1, .noPicker: 2, .unavailable: 3, .refused: 4, .busy: 5, .notAccessing: 6]
-        if reply.status.rawValue >= 11 { return ExitCode(Int32(reply.status.rawValue)) }
-        return ExitCode(codes[reply.status] ?? 125)
     }
 
     /// A bookmark file inside the sandbox: the command's own, so every link is
@@ -90,19 +86,17 @@ struct OpenPanel: ParsableCommand {
     func run() throws {
         // Checked before the person is asked: a file that cannot be written loses nothing.
         let file = try output.map(BrokerClient.bookmarkFile)
-        let request = LiveGrantRequest(
-            operation: .openPanel, readOnly: readOnly, wantsBookmark: output != nil,
-            payload: Array((prompt ?? "").utf8.prefix(LiveGrantRequest.maximumPrompt)))
-        let reply = try BrokerClient.send(request, command: "open-panel")
-        guard reply.status == .granted else { throw BrokerClient.fail(reply, command: "open-panel") }
-        if let file {
-            guard let bookmark = reply.bookmark else {
-                Console.error("open-panel: the broker sent no bookmark")
-                throw ExitCode(125)
-            }
-            try file.replace(with: bookmark)
-        }
-        try BrokerClient.printPath(reply)
+        let panel = AppSandbox.OpenPanel(scope: try BrokerClient.scope(command: "open-panel"))
+        panel.message = prompt ?? ""
+        panel.readOnly = readOnly
+        panel.createsBookmark = output != nil
+        let url: SecurityScopedURL
+        do {
+            guard let chosen = try panel.runModal() else { throw BrokerClient.fail(.cancelled, command: "open-panel") }
+            url = chosen
+            if let file { try file.replace(with: try url.bookmarkData()) }
+        } catch let error as SecurityScopeError { throw BrokerClient.fail(error, command: "open-panel") }
+        try BrokerClient.printPath(url.path)
     }
 }
 
@@ -125,10 +119,11 @@ struct StartAccessing: ParsableCommand {
 
     func run() throws {
         let blob = try BrokerClient.readBookmark(bookmark, command: "start-accessing")
-        let reply = try BrokerClient.send(LiveGrantRequest(operation: .startAccessing, payload: blob), command: "start-accessing")
-        guard reply.status == .granted else { throw BrokerClient.fail(reply, command: "start-accessing") }
-        try BrokerClient.printPath(reply)
-        if let renewed = reply.bookmark {
+        let scope = try BrokerClient.scope(command: "start-accessing")
+        let started: StartedAccess
+        do { started = try scope.startAccessing(bookmarkData: blob) } catch { throw BrokerClient.fail(error, command: "start-accessing") }
+        try BrokerClient.printPath(started.path)
+        if let renewed = started.renewedBookmarkData {
             do { try BrokerClient.bookmarkFile(bookmark).replace(with: renewed) } catch {
                 Console.error("start-accessing: the folder moved, and \(bookmark) could not be rewritten with its new place: \(error)")
                 throw ExitCode(Int32(BookmarkStatus.moved.exitCode))
@@ -154,7 +149,7 @@ struct StopAccessing: ParsableCommand {
 
     func run() throws {
         let blob = try BrokerClient.readBookmark(bookmark, command: "stop-accessing")
-        let reply = try BrokerClient.send(LiveGrantRequest(operation: .stopAccessing, payload: blob), command: "stop-accessing")
-        guard reply.status == .granted else { throw BrokerClient.fail(reply, command: "stop-accessing") }
+        let scope = try BrokerClient.scope(command: "stop-accessing")
+        do { try scope.stopAccessing(bookmarkData: blob) } catch { throw BrokerClient.fail(error, command: "stop-accessing") }
     }
 }
