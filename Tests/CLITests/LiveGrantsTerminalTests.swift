@@ -249,21 +249,33 @@ final class PersonAtTerminal: @unchecked Sendable {
         #expect(!terminal.output.contains(Self.question))
     }
 
+    /// A unix-socket connect in the sandbox's /tmp: the supervisor decides
+    /// it (seccomp user notification), so it returns only while the launcher serves.
+    static let connect = """
+        import os, socket
+        l = socket.socket(socket.AF_UNIX); l.bind("/tmp/s.sock"); l.listen()
+        c = socket.socket(socket.AF_UNIX); c.connect("/tmp/s.sock")
+        open(os.environ["SANDBOX_CONTAINER"] + "/connected", "w").close()
+        """
+
     /// While the person thinks, the launcher serves the sandbox: a
     /// revocation of a folder attached earlier cuts it at once, not once
-    /// the question is answered.
-    @Test func aRevocationCutsWhileTheQuestionIsUp() throws {
+    /// the question is answered, and the supervisor answers the command's
+    /// other processes.
+    @Test func theSandboxIsServedWhileTheQuestionIsUp() throws {
         let terminal = try PersonAtTerminal()
         let script = """
             a=$("$SANDBOXED_RUN" open-panel) || exit 9
             (while [ -e "$a/note.txt" ]; do sleep 0.05; done; : > "$SANDBOX_CONTAINER/cut") &
+            (sleep 0.5; python3 -c "$CONNECT") &
             "$SANDBOXED_RUN" open-panel; echo "second $?"
             wait
             """
-        let process = try start(terminal, script)
+        let process = try start(terminal, script, options: ["--setenv", "CONNECT=" + Self.connect])
         #expect(terminal.waitFor(Self.question), "\(terminal.output)")
         terminal.type(folder + "\n")
         #expect(terminal.waitFor(Self.question, times: 2), "\(terminal.output)")
+        #expect(Self.waitForFile(in: home.path + "/data", named: "connected", seconds: 10), "the supervisor waited for the person")
         let revoked = try CLI.run(["grants", "revoke", "--folder", folder], home: home)
         #expect(revoked.status == 0, "\(revoked)")
         let cut = LiveGrantsTerminalTests.waitForFile(in: home.path + "/data", named: "cut", seconds: 10)
@@ -276,7 +288,7 @@ final class PersonAtTerminal: @unchecked Sendable {
 
     /// The same for a picker program (`--picker`): it is waited for in the
     /// launcher's loop, not in a call that stops it.
-    @Test func aRevocationCutsWhileAPickerProgramIsUp() throws {
+    @Test func theSandboxIsServedWhileAPickerProgramIsUp() throws {
         let picker = home.path + "/picker"
         let flag = home.path + "/release"
         let count = home.path + "/asked"
@@ -292,10 +304,12 @@ final class PersonAtTerminal: @unchecked Sendable {
         let script = """
             a=$("$SANDBOXED_RUN" open-panel) || exit 9
             (while [ -e "$a/note.txt" ]; do sleep 0.05; done; : > "$SANDBOX_CONTAINER/cut") &
+            (sleep 0.5; python3 -c "$CONNECT") &
             "$SANDBOXED_RUN" open-panel; echo "second $?"
             wait
             """
-        let (process, out, _) = try CLI.start(["run", "--app", Self.app, "--picker", picker, "--", "/bin/sh", "-c", script], home: home)
+        let (process, out, _) = try CLI.start(["run", "--app", Self.app, "--picker", picker, "--setenv", "CONNECT=" + Self.connect,
+                                                "--", "/bin/sh", "-c", script], home: home)
         var waited = 0
         while ((try? String(contentsOfFile: count, encoding: .utf8)) ?? "").split(separator: "\n").count < 2 && waited < 400 {
             usleep(50_000)
@@ -305,6 +319,7 @@ final class PersonAtTerminal: @unchecked Sendable {
         #expect(revoked.status == 0, "\(revoked)")
         let cut = LiveGrantsTerminalTests.waitForFile(in: home.path + "/data", named: "cut", seconds: 10)
         #expect(cut, "the revocation waited for the picker")
+        #expect(Self.waitForFile(in: home.path + "/data", named: "connected", seconds: 10), "the supervisor waited for the picker")
         FileManager.default.createFile(atPath: flag, contents: Data())
         let stdout = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         process.waitUntilExit()
