@@ -236,6 +236,24 @@ final class PersonAtTerminal: @unchecked Sendable {
         #expect(text.contains("half line "), "what the command wrote before is shown")
     }
 
+    /// The command ends while the question is up: the question is put away,
+    /// the person told, and the terminal is left in the modes it had before
+    /// the launch (not raw, not the question's).
+    @Test func theCommandEndingWhileAskedRestoresTheTerminal() throws {
+        let terminal = try PersonAtTerminal()
+        var modes = termios()
+        #expect(tcgetattr(terminal.terminal, &modes) == 0)
+        let before = modes
+        let process = try start(terminal, "(\"$SANDBOXED_RUN\" open-panel &); sleep 2; echo bye")
+        #expect(terminal.waitFor(Self.question), "\(terminal.output)")
+        #expect(terminal.finish(process) == 0, "\(terminal.output)")
+        #expect(terminal.output.contains("The sandbox ended: nothing granted."), "\(terminal.output)")
+        var after = termios()
+        #expect(tcgetattr(terminal.terminal, &after) == 0)
+        #expect(withUnsafeBytes(of: before) { a in withUnsafeBytes(of: after) { b in a.elementsEqual(b) } }, "the terminal's modes changed")
+        #expect(!grants.contains(folder))
+    }
+
     /// In the host view nothing can be attached: the open panel says so at
     /// once, nothing is asked, and the terminal stays the command's.
     @Test func inTheHostViewNothingIsAsked() throws {
