@@ -58,11 +58,11 @@ final class PersonAtTerminal: @unchecked Sendable {
         _ = text.utf8CString.withUnsafeBufferPointer { write(master, $0.baseAddress, $0.count - 1) }
     }
 
-    /// The launcher, on this terminal.
-    func start(_ arguments: [String], home: CLI.Home) throws -> Process {
+    /// The launcher, on this terminal; as uid and gid 65534 when `nobody`.
+    func start(_ arguments: [String], home: CLI.Home, nobody: Bool = false) throws -> Process {
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: CLI.binary)
-        process.arguments = arguments
+        process.executableURL = URL(fileURLWithPath: nobody ? "/usr/bin/setpriv" : CLI.binary)
+        process.arguments = (nobody ? ["--reuid=65534", "--regid=65534", "--clear-groups", CLI.binary] : []) + arguments
         process.environment = home.environment.merging(["TERM": "xterm"]) { $1 }
         process.currentDirectoryURL = URL(fileURLWithPath: home.path)
         let handle = FileHandle(fileDescriptor: terminal, closeOnDealloc: false)
@@ -103,15 +103,35 @@ final class PersonAtTerminal: @unchecked Sendable {
         FileManager.default.createFile(atPath: folder + "/note.txt", contents: Data("picked bytes\n".utf8))
     }
 
-    func start(_ terminal: PersonAtTerminal, _ script: String, options: [String] = []) throws -> Process {
-        try terminal.start(["run", "--app", Self.app] + options + ["--", "/bin/sh", "-c", script], home: home)
+    func start(_ terminal: PersonAtTerminal, _ script: String, options: [String] = [], nobody: Bool = false) throws -> Process {
+        try terminal.start(["run", "--app", Self.app] + options + ["--", "/bin/sh", "-c", script], home: home, nobody: nobody)
     }
 
-    var grants: String { (try? CLI.run(["grants", "list"], home: home).stdout) ?? "?" }
+    var grants: String { grants(nobody: false) }
+
+    /// `grants list`, as the user the state belongs to.
+    func grants(nobody: Bool) -> String {
+        let prefix = nobody ? ["--reuid=65534", "--regid=65534", "--clear-groups", CLI.binary] : []
+        return (try? CLI.program(nobody ? "/usr/bin/setpriv" : CLI.binary, prefix + ["grants", "list"], environment: home.environment).stdout) ?? "?"
+    }
+
+    static let canBecomeNobody = getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv")
 
     @Test func aFolderTypedAtTheTerminalIsReachableInTheSameRunAndLinksAreShown() throws {
+        try typedAtTheTerminal(nobody: false)
+    }
+
+    /// Unprivileged, the launcher cannot open a description of its own of
+    /// the terminal (root's pty): the relay shares the user's, and the question too.
+    @Test(.enabled(if: canBecomeNobody, "needs root (to become uid 65534) and setpriv"))
+    func aFolderTypedAtTheTerminalIsReachableUnprivileged() throws {
+        try typedAtTheTerminal(nobody: true)
+    }
+
+    func typedAtTheTerminal(nobody: Bool) throws {
         let terminal = try PersonAtTerminal()
         try FileManager.default.createSymbolicLink(atPath: home.path + "/link", withDestinationPath: folder)
+        if nobody { #expect(try CLI.program("/bin/chown", ["-R", "65534:65534", home.path]).status == 0) }
         let script = """
             cat '\(folder)/note.txt' 2>/dev/null || echo before-refused
             p=$("$SANDBOXED_RUN" open-panel --prompt 'for the notes') || { echo "status $?"; exit 9; }
@@ -119,7 +139,7 @@ final class PersonAtTerminal: @unchecked Sendable {
             cat "$p/note.txt"
             echo written > "$p/new.txt" && echo write-ok
             """
-        let process = try start(terminal, script)
+        let process = try start(terminal, script, nobody: nobody)
         #expect(terminal.waitFor(Self.question), "\(terminal.output)")
         terminal.type(home.path + "/link\n")
         let status = terminal.finish(process)
@@ -133,7 +153,7 @@ final class PersonAtTerminal: @unchecked Sendable {
         #expect(shown.contains("before-refused"), "\(shown)")
         #expect(shown.contains("at /run/sandboxed-run/grants/1\r\npicked bytes\r\nwrite-ok"), "\(shown)")
         #expect((try? String(contentsOfFile: folder + "/new.txt", encoding: .utf8)) == "written\n")
-        #expect(grants.contains(folder), "the grant is in the ledger")
+        #expect(grants(nobody: nobody).contains(folder), "the grant is in the ledger")
     }
 
     /// An empty line, Ctrl-D and Ctrl-C each cancel: nothing granted, the
