@@ -279,8 +279,7 @@ public final class LiveGrantService: @unchecked Sendable {
         // The app's own words are quoted on a line of their own, escaped: they cannot pass for the launcher's.
         terminal.show(["\(app) asks for a folder, \(access == .readWrite ? "to read and write" : "read-only")."]
             + (asked.isEmpty ? [] : ["Its words: \u{201C}\(asked)\u{201D}"]))
-        terminal.ask("Folder (empty line, Ctrl-D or Ctrl-C: cancel): ")
-        return .asking(TerminalQuestion(session: terminal) { typed in
+        return .asking(TerminalQuestion(session: terminal, label: "Folder (empty line, Ctrl-D or Ctrl-C: cancel): ") { typed in
             let path = typed.map { self.absolute(FilePath(bytes: $0)) }
             return self.chosen(path, request: request, access: access, area: area)
         })
@@ -495,25 +494,41 @@ final class PickerQuestion: LiveGrantQuestion {
         self.answered = answered
     }
 
-    var descriptor: CInt { running.descriptor }
-    func advance() -> LiveGrantReply? { running.advance().map(answered) }
+    var descriptor: CInt? { running.descriptor }
+    var timeout: CInt { -1 }
+    func advance(ready: Bool) -> LiveGrantReply? { ready ? running.advance().map(answered) : nil }
     func abandon() { running.abandon() }
 }
 
 /// A question on the person's terminal, waited for by the launcher's loop.
 final class TerminalQuestion: LiveGrantQuestion {
     let session: LiveGrantTerminalSession
+    /// The line that asks for the answer, shown once the question settled.
+    let label: String
+    /// When the question takes keys (`LiveGrantTerminalSession.settle` after it is shown).
+    let takesKeysAt: Double
+    private var asked = false
     /// The typed path (nil: cancelled), granted: the reply and what to show.
     let answered: ([UInt8]?) -> (reply: LiveGrantReply, lines: [String])
 
-    init(session: LiveGrantTerminalSession, answered: @escaping ([UInt8]?) -> (reply: LiveGrantReply, lines: [String])) {
+    init(session: LiveGrantTerminalSession, label: String, answered: @escaping ([UInt8]?) -> (reply: LiveGrantReply, lines: [String])) {
         self.session = session
+        self.label = label
+        takesKeysAt = LiveGrantService.now() + Double(LiveGrantTerminalSession.settle) / 1000
         self.answered = answered
     }
 
-    var descriptor: CInt { session.input }
+    var descriptor: CInt? { asked ? session.input : nil }
+    var timeout: CInt { asked ? -1 : CInt(max(0, (takesKeysAt - LiveGrantService.now()) * 1000).rounded(.up)) }
 
-    func advance() -> LiveGrantReply? {
+    func advance(ready: Bool) -> LiveGrantReply? {
+        if !asked {
+            guard LiveGrantService.now() >= takesKeysAt else { return nil }
+            asked = true
+            session.ask(label)
+            return nil
+        }
+        guard ready else { return nil }
         let outcome: (reply: LiveGrantReply, lines: [String])
         switch session.read() {
         case .waiting: return nil

@@ -256,6 +256,25 @@ final class PersonAtTerminal: @unchecked Sendable {
         #expect(text.contains("half line "), "what the command wrote before is shown")
     }
 
+    /// The command times its question to appear while the person types (to
+    /// the command): what they type before the question asks for the answer
+    /// (`settle`, half a second) is neither echoed nor taken.
+    @Test func keysTypedAsTheQuestionAppearsAreNotTaken() throws {
+        let terminal = try PersonAtTerminal()
+        let process = try start(terminal, "\"$SANDBOXED_RUN\" open-panel; echo \"status $?\"")
+        #expect(terminal.waitFor("asks for a folder", seconds: 20), "\(terminal.output)")
+        let early = !terminal.output.contains(Self.question)
+        terminal.type(folder + "\n")
+        #expect(early, "the keys were typed only after the question asked (the machine was too slow for this test)")
+        #expect(terminal.waitFor(Self.question), "\(terminal.output)")
+        Thread.sleep(forTimeInterval: 0.5)
+        terminal.type("\n")
+        #expect(terminal.finish(process) == 0, "\(terminal.output)")
+        #expect(terminal.output.contains("status 1"), "\(terminal.output)")
+        #expect(!terminal.output.contains(folder), "the early keys were echoed: \(terminal.output)")
+        #expect(!grants.contains(folder))
+    }
+
     /// The command ends while the question is up: the question is put away,
     /// the person told, and the terminal is left in the modes it had before
     /// the launch (not raw, not the question's).

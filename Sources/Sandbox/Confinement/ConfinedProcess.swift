@@ -553,14 +553,16 @@ public final class ConfinedProcess: @unchecked Sendable {
             if reading, let socket = liveGrants?.socket { fds.append(pollfd(fd: socket.rawValue, events: Int16(POLLIN) | LiveGrantBroker.pollReadHangUp, revents: 0)) }
             // A question to the person is waited for here, so that nothing else waits for them.
             let questionIndex = fds.count
-            let asking = liveGrants?.pending != nil
-            if let question = liveGrants?.pending { fds.append(pollfd(fd: question.descriptor, events: Int16(POLLIN), revents: 0)) }
+            let question = liveGrants?.pending
+            let questionPolled = question?.descriptor != nil
+            if let descriptor = question?.descriptor { fds.append(pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)) }
             // Revocations are watched while grants are attached, served or not.
             let watched = liveGrants?.watch?() ?? nil
             if let descriptor = watched?.descriptor { fds.append(pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)) }
             let relayStart = fds.count
             relay?.addRequests(to: &fds)
-            let ready = poll(&fds, nfds_t(fds.count), watched?.timeout ?? -1)
+            let timeouts = [watched?.timeout, question?.timeout].compactMap { $0 }.filter { $0 >= 0 }
+            let ready = poll(&fds, nfds_t(fds.count), timeouts.min() ?? -1)
             if ready < 0 {
                 if errno == EINTR { continue }
                 failure = Errno(rawValue: errno)
@@ -573,7 +575,7 @@ public final class ConfinedProcess: @unchecked Sendable {
                     serving = false  // every process holding the filter is gone
                 }
             }
-            if asking, fds[questionIndex].revents != 0 { liveGrants?.advance() }
+            if question != nil { liveGrants?.advance(ready: questionPolled && fds[questionIndex].revents != 0) }
             if reading, let liveGrants, fds[brokerIndex].revents != 0 {
                 // One request at a time; once every process holding the command's end is gone, no more.
                 let revents = fds[brokerIndex].revents

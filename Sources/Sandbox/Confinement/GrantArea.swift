@@ -280,9 +280,10 @@ public final class LiveGrantBroker: @unchecked Sendable {
         return true
     }
 
-    /// The pending question's descriptor polled ready: its reply is sent once it is answered.
-    func advance() {
-        guard let question = pending, let reply = question.advance() else { return }
+    /// After each wake of the loop while a question is pending (`ready`:
+    /// its descriptor polled ready): its reply is sent once it is answered.
+    func advance(ready: Bool) {
+        guard let question = pending, let reply = question.advance(ready: ready) else { return }
         pending = nil
         send(reply)
     }

@@ -6,10 +6,13 @@ import SystemPackage
 /// command's other threads, revocations are applied and the terminal's size
 /// is followed. The broker reads no other request until it is answered.
 public protocol LiveGrantQuestion: AnyObject {
-    /// Polled for POLLIN: the answer, or part of it, is there.
-    var descriptor: CInt { get }
-    /// Called when `descriptor` is ready; the reply once the question is answered.
-    func advance() -> LiveGrantReply?
+    /// Polled for POLLIN: the answer, or part of it, is there. Nil: nothing to read yet.
+    var descriptor: CInt? { get }
+    /// Milliseconds until `advance` should run even if nothing was read (-1: none).
+    var timeout: CInt { get }
+    /// Called after every wake of the loop; `ready`: `descriptor` polled
+    /// ready. The reply once the question is answered.
+    func advance(ready: Bool) -> LiveGrantReply?
     /// The sandbox ends unanswered: put everything back (the terminal, the picker's process).
     func abandon()
 }
@@ -101,10 +104,17 @@ public final class LiveGrantTerminalSession: @unchecked Sendable {
         write(lines.map { Self.mark + $0 + "\u{1B}[0m\r\n" }.joined())
     }
 
-    /// Shows `label` on a marked line and leaves the cursor after it, for the answer.
+    /// Shows `label` on a marked line and leaves the cursor after it, for
+    /// the answer: keys typed before are dropped and were never echoed, so
+    /// that a question the command times to appear while the person types
+    /// (to the command) does not take what they meant for it.
     public func ask(_ label: String) {
+        relay.answerFromNow()
         write(Self.mark + label + "\u{1B}[0m")
     }
+
+    /// How long a question is shown before it takes keys (milliseconds).
+    public static let settle: CInt = 500
 
     public enum Answer: Equatable {
         /// Not complete yet: poll again.

@@ -45,6 +45,8 @@ final class TerminalRelay {
     /// A question to the person owns the terminal (`LiveGrantTerminal`):
     /// keys are not read and the command's output is held in its pty.
     private var paused = false
+    /// The terminal's modes while a question owns it.
+    private var questionModes: termios?
 
     private enum Role { case input, master, output, window }
 
@@ -245,11 +247,13 @@ final class TerminalRelay {
     /// terminal is back in the user's own modes (canonical, echo), except
     /// that the interrupt key ends the line (as VEOL) instead of signalling
     /// anyone. Keys typed before are dropped: they were not typed as an answer.
+    /// Echo stays off until `answerFromNow`.
     /// Returns the descriptors to read the answer from and to show the
     /// question on, and the interrupt key.
     func pauseForQuestion() -> (input: CInt, output: CInt, interrupt: UInt8)? {
         guard canAsk, let input, var modes = savedModes else { return nil }
-        modes.c_lflag |= tcflag_t(ICANON | ECHO | ECHOE | ECHOK)
+        modes.c_lflag |= tcflag_t(ICANON | ECHOE | ECHOK)
+        modes.c_lflag &= ~tcflag_t(ECHO)
         modes.c_lflag &= ~tcflag_t(ISIG)
         modes.c_iflag |= tcflag_t(ICRNL)
         modes.c_iflag &= ~tcflag_t(INLCR | IGNCR)
@@ -265,7 +269,16 @@ final class TerminalRelay {
         _ = tcflush(input, TCIFLUSH)
         guard tcsetattr(input, TCSANOW, &modes) == 0 else { return nil }
         paused = true
+        questionModes = modes
         return (inputCopy?.rawValue ?? input, outputCopy?.rawValue ?? output, interrupt)
+    }
+
+    /// Drops every key typed so far, and echoes from now on: what the person types next is the answer.
+    func answerFromNow() {
+        guard paused, let input, var modes = questionModes else { return }
+        modes.c_lflag |= tcflag_t(ECHO)
+        _ = tcflush(input, TCIFLUSH)
+        _ = tcsetattr(input, TCSANOW, &modes)
     }
 
     /// Gives the terminal back to the command: raw again (keys typed after
