@@ -44,16 +44,6 @@ public struct AskpassPicker: Sendable {
         return Running(program: program, pid: pid, output: pipe[0])
     }
 
-    /// The path the person chose, nil when they cancelled: `start`, waited for here.
-    public func choose(prompt: String) throws(LiveGrantPickerError) -> [UInt8]? {
-        let running = try start(prompt: prompt)
-        while true {
-            var ready = pollfd(fd: running.descriptor, events: Int16(POLLIN), revents: 0)
-            _ = poll(&ready, 1, -1)
-            if let answer = running.advance() { return try answer.get() }
-        }
-    }
-
     /// A picker on screen.
     public final class Running: @unchecked Sendable {
         let program: String
