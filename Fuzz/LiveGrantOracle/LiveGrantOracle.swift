@@ -68,7 +68,7 @@
         broker.handler = { [unowned self] request, _ in
             handled += 1
             lastRequest = request
-            return Self.answer(request)
+            return .reply(Self.answer(request))
         }
     }
 

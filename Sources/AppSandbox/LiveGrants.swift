@@ -18,15 +18,15 @@ public struct AskpassPicker: Sendable {
         self.program = program
     }
 
-    /// The path the person chose, nil when they cancelled.
-    public func choose(prompt: String) throws(LiveGrantPickerError) -> [UInt8]? {
+    /// Starts the picker with `prompt`: the launcher's wait loop reads its
+    /// output as it comes (`Running`), so that nothing else waits for the person.
+    public func start(prompt: String) throws(LiveGrantPickerError) -> Running {
         var pipe: [CInt] = [-1, -1]
         guard Glibc.pipe(&pipe) == 0 else { throw .couldNotRun(program: program, errno: Errno(rawValue: errno)) }
         // Close-on-exec at once: nothing else the launcher starts may hold the picker's output.
         _ = fcntl(pipe[0], F_SETFD, FD_CLOEXEC)
         _ = fcntl(pipe[1], F_SETFD, FD_CLOEXEC)
-        var readEnd: CInt? = pipe[0]
-        defer { if let readEnd { close(readEnd) } }
+        _ = fcntl(pipe[0], F_SETFL, O_NONBLOCK)
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -37,25 +37,82 @@ public struct AskpassPicker: Sendable {
         defer { argv.forEach { free($0) } }
         let spawned = posix_spawnp(&pid, program, &actions, nil, argv, environ)
         close(pipe[1])
-        guard spawned == 0 else { throw .couldNotRun(program: program, errno: Errno(rawValue: spawned)) }
-        var output: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 1024)
-        while output.count <= Self.outputLimit {
-            let got = chunk.withUnsafeMutableBytes { read(pipe[0], $0.baseAddress, $0.count) }
-            if got < 0 && errno == EINTR { continue }
-            if got <= 0 { break }
-            output += chunk[..<got]
+        guard spawned == 0 else {
+            close(pipe[0])
+            throw .couldNotRun(program: program, errno: Errno(rawValue: spawned))
         }
-        close(pipe[0])
-        readEnd = nil  // a picker still writing gets SIGPIPE
-        var status: CInt = 0
-        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
-        guard status & 0x7F == 0, (status >> 8) & 0xFF == 0 else { return nil }
-        guard output.count <= Self.outputLimit, output.last == UInt8(ascii: "\n"),
-              output.filter({ $0 == UInt8(ascii: "\n") }).count == 1, !output.contains(0), output.count > 1 else {
-            throw .badOutput(program: program)
+        return Running(program: program, pid: pid, output: pipe[0])
+    }
+
+    /// A picker on screen.
+    /// Runs the picker and waits for its answer: the path chosen, nil when
+    /// the person cancelled (for an unconfined app; the launcher polls `start`'s).
+    public func choose(prompt: String) throws(LiveGrantPickerError) -> [UInt8]? {
+        let running = try start(prompt: prompt)
+        while true {
+            var ready = pollfd(fd: running.descriptor, events: Int16(POLLIN), revents: 0)
+            if poll(&ready, 1, -1) < 0 && errno != EINTR { running.abandon(); return nil }
+            if let answer = running.advance() { return try answer.get() }
         }
-        return Array(output.dropLast())
+    }
+
+    public final class Running: @unchecked Sendable {
+        let program: String
+        let pid: pid_t
+        private var output: CInt
+        private var printed: [UInt8] = []
+
+        init(program: String, pid: pid_t, output: CInt) {
+            self.program = program
+            self.pid = pid
+            self.output = output
+        }
+
+        deinit { abandon() }
+
+        /// The picker's stdout, to poll.
+        public var descriptor: CInt { output }
+
+        /// Reads what the picker printed; once it closed its output (or
+        /// printed too much), reaps it and gives the path, or nil when the
+        /// person cancelled.
+        public func advance() -> Result<[UInt8]?, LiveGrantPickerError>? {
+            guard output >= 0 else { return .success(nil) }
+            var chunk = [UInt8](repeating: 0, count: 1024)
+            while printed.count <= AskpassPicker.outputLimit {
+                let got = chunk.withUnsafeMutableBytes { read(output, $0.baseAddress, $0.count) }
+                if got < 0 && errno == EINTR { continue }
+                if got < 0 && errno == EAGAIN { return nil }
+                if got <= 0 { break }
+                printed += chunk[..<got]
+            }
+            close(output)
+            output = -1  // a picker still writing gets SIGPIPE
+            var status: CInt = 0
+            while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+            guard status & 0x7F == 0, (status >> 8) & 0xFF == 0 else { return .success(nil) }
+            guard printed.count <= AskpassPicker.outputLimit, printed.last == UInt8(ascii: "\n"),
+                  printed.filter({ $0 == UInt8(ascii: "\n") }).count == 1, !printed.contains(0), printed.count > 1 else {
+                return .failure(.badOutput(program: program))
+            }
+            return .success(Array(printed.dropLast()))
+        }
+
+        /// The sandbox ended first: the picker is ended (TERM, then KILL after a second) and reaped.
+        public func abandon() {
+            guard output >= 0 else { return }
+            close(output)
+            output = -1
+            kill(pid, SIGTERM)
+            var status: CInt = 0
+            for _ in 0..<100 {
+                let reaped = waitpid(pid, &status, WNOHANG)
+                if reaped > 0 || (reaped < 0 && errno != EINTR) { return }
+                usleep(10_000)
+            }
+            kill(pid, SIGKILL)
+            while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        }
     }
 }
 
@@ -159,7 +216,7 @@ public final class LiveGrantService: @unchecked Sendable {
     /// attached at run time or launch-time grants with mounts of their own
     /// are in the view, watches the ledger to take away those revoked.
     public func serve(_ broker: LiveGrantBroker?, running: RunningGrants, launchGrants: [String: GrantID] = [:]) {
-        broker?.handler = { request, area in self.handle(request, area: area) }
+        broker?.handler = { request, context in self.handle(request, context: context) }
         self.running = running
         self.launchGrants = launchGrants
         running.watch = { self.watch() }
@@ -171,67 +228,122 @@ public final class LiveGrantService: @unchecked Sendable {
         (running?.launchGrants ?? []).compactMap { name in launchGrants[name].map { (name, $0) } }
     }
 
-    public func handle(_ request: LiveGrantRequest, area: LiveGrantArea?) -> LiveGrantReply {
+    public func handle(_ request: LiveGrantRequest, context: LiveGrantContext) -> LiveGrantOutcome {
         switch request.operation {
-        case .openPanel: openPanel(request, area: area)
-        case .startAccessing: startAccessing(request.payload, area: area)
-        case .stopAccessing: stopAccessing(request.payload)
+        case .openPanel: openPanel(request, context: context)
+        case .startAccessing: .reply(startAccessing(request.payload, area: context.area))
+        case .stopAccessing: .reply(stopAccessing(request.payload))
         }
     }
 
-    private func openPanel(_ request: LiveGrantRequest, area: LiveGrantArea?) -> LiveGrantReply {
+    private func openPanel(_ request: LiveGrantRequest, context: LiveGrantContext) -> LiveGrantOutcome {
         guard policy.userSelectedAccess != nil else {
-            return LiveGrantReply(status: .unavailable, message: "policy \(policy.source) takes no user-selected folders")
+            return .reply(LiveGrantReply(status: .unavailable, message: "policy \(policy.source) takes no user-selected folders"))
         }
-        guard let picker else {
-            return LiveGrantReply(status: .noPicker, message: "nobody to ask: the sandbox was started without a picker (run --picker PROGRAM)")
+        guard picker != nil || context.terminal?.available == true else {
+            return .reply(LiveGrantReply(status: .noPicker, message: "nobody to ask: the sandbox was started without a picker "
+                + "(run --picker PROGRAM) and the launcher reads no terminal (run it in a terminal's foreground)"))
         }
-        guard let area else {
-            return LiveGrantReply(status: .unavailable, message: "live grants need the private view; this sandbox runs in the host view")
+        guard let area = context.area else {
+            return .reply(LiveGrantReply(status: .unavailable, message: "live grants need the private view; this sandbox runs in the host view"))
         }
         guard !request.wantsBookmark || policy.bookmarksAppScope else {
-            return LiveGrantReply(status: .unavailable, message: "policy \(policy.source) keeps no bookmarks (\(Policy.bookmarksAppScopeKey))")
+            return .reply(LiveGrantReply(status: .unavailable, message: "policy \(policy.source) keeps no bookmarks (\(Policy.bookmarksAppScopeKey))"))
         }
         guard attached.count < Self.maximumAttached else {
-            return LiveGrantReply(status: .busy, message: "this sandbox holds \(Self.maximumAttached) folders already")
+            return .reply(LiveGrantReply(status: .busy, message: "this sandbox holds \(Self.maximumAttached) folders already"))
         }
         let now = Self.now()
         guard now >= quietUntil else {
-            return LiveGrantReply(status: .busy, message: "the person cancelled \(cancelsInARow) prompts in a row: "
-                + "not asked again for \(Int((quietUntil - now).rounded(.up))) s")
+            return .reply(LiveGrantReply(status: .busy, message: "the person cancelled \(cancelsInARow) prompts in a row: "
+                + "not asked again for \(Int((quietUntil - now).rounded(.up))) s"))
         }
         tokens = min(Self.burst, tokens + max(0, now - last) * Self.perSecond)
         last = now
-        guard tokens >= 1 else { return LiveGrantReply(status: .busy, message: "too many requests: the person is not asked again yet") }
+        guard tokens >= 1 else { return .reply(LiveGrantReply(status: .busy, message: "too many requests: the person is not asked again yet")) }
         tokens -= 1
-        // The person's pause starts when the picker closes.
-        defer { last = Self.now() }
         let access: GrantAccess = request.readOnly || policy.userSelectedAccess != .readWrite ? .readOnly : .readWrite
         let asked = Printable.path(String(decoding: request.payload, as: UTF8.self), limit: AskpassPicker.promptLimit)
-        let prompt = "\(app) asks for a folder (\(access.rawValue))" + (asked.isEmpty ? "" : ": " + asked)
-        do {
-            guard let chosen = try picker.choose(prompt: prompt) else {
-                cancelsInARow += 1
-                if cancelsInARow >= Self.cancelsBeforePause {
-                    let doublings = Double(min(cancelsInARow - Self.cancelsBeforePause, 16))
-                    quietUntil = Self.now() + min(Self.longestPause, Self.firstPause * pow(2, doublings))
-                }
-                return LiveGrantReply(status: .cancelled, message: "the person chose no folder")
+        if let picker {
+            let prompt = "\(app) asks for a folder (\(access.rawValue))" + (asked.isEmpty ? "" : ": " + asked)
+            do {
+                let running = try picker.start(prompt: prompt)
+                return .asking(PickerQuestion(running: running) { answer in
+                    switch answer {
+                    case .success(let chosen):
+                        guard let chosen else { return self.chosen(nil, request: request, access: access, area: area).reply }
+                        let path = FilePath(bytes: chosen)
+                        guard path.isAbsolute else {
+                            self.last = Self.now()
+                            return LiveGrantReply(status: .refused, message: "\(LiveGrantPickerError.notAbsolute)")
+                        }
+                        return self.chosen(path, request: request, access: access, area: area).reply
+                    case .failure(let error):
+                        self.last = Self.now()
+                        return LiveGrantReply(status: .refused, message: "\(error)")
+                    }
+                })
+            } catch {
+                last = Self.now()
+                return .reply(LiveGrantReply(status: .refused, message: "\(error)"))
             }
-            cancelsInARow = 0
-            let path = FilePath(bytes: chosen)
+        }
+        guard let terminal = context.terminal?.take() else {
+            return .reply(LiveGrantReply(status: .noPicker, message: "nobody to ask: the terminal could not be taken from the command"))
+        }
+        // The app's own words are quoted on a line of their own, escaped: they cannot pass for the launcher's.
+        terminal.show(["\(app) asks for a folder, \(access == .readWrite ? "to read and write" : "read-only")."]
+            + (asked.isEmpty ? [] : ["Its words: \u{201C}\(asked)\u{201D}"]))
+        return .asking(TerminalQuestion(session: terminal, label: "Folder (empty line, Ctrl-D or Ctrl-C: cancel): ") { typed in
+            let path = typed.map { self.absolute(FilePath(bytes: $0)) }
+            return self.chosen(path, request: request, access: access, area: area)
+        })
+    }
+
+    /// A path typed at the terminal, as `pick --select` takes it: `~` is
+    /// the launcher's home, a relative path is relative to its folder.
+    private func absolute(_ typed: FilePath) -> FilePath {
+        var typed = typed
+        if let first = typed.components.first, first.string == "~", !typed.isAbsolute, let home = session.environment["HOME"] {
+            typed = FilePath(home).appending(Array(typed.components.dropFirst()))
+        }
+        guard !typed.isAbsolute else { return typed }
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        guard getcwd(&buffer, buffer.count) != nil else { return typed }
+        return FilePath(String(cString: buffer)).pushing(typed)
+    }
+
+    /// The person's answer: nil cancelled. Walks and grants the folder, and
+    /// says what happened in lines for the terminal (where links led).
+    private func chosen(_ path: FilePath?, request: LiveGrantRequest, access: GrantAccess, area: LiveGrantArea) -> (reply: LiveGrantReply, lines: [String]) {
+        // The person's pause starts when the picker closes.
+        defer { last = Self.now() }
+        guard let path else {
+            cancelsInARow += 1
+            if cancelsInARow >= Self.cancelsBeforePause {
+                let doublings = Double(min(cancelsInARow - Self.cancelsBeforePause, 16))
+                quietUntil = Self.now() + min(Self.longestPause, Self.firstPause * pow(2, doublings))
+            }
+            return (LiveGrantReply(status: .cancelled, message: "the person chose no folder"), ["Cancelled: nothing granted."])
+        }
+        cancelsInARow = 0
+        do {
             guard path.isAbsolute else { throw LiveGrantPickerError.notAbsolute }
             let folder = try session.folder(path) { problem in GrantError.bookmarkFile(path: Printable.path(path), problem: problem) }
             var reached: FilePath?
             let issued = try session.broker().grant(app: app, opened: folder, access: access) { _ in
                 reached = try area.attach(folder, writable: access == .readWrite)
             }
-            guard let reached else { return LiveGrantReply(status: .refused, message: "the folder was not attached") }
+            guard let reached else { return (LiveGrantReply(status: .refused, message: "the folder was not attached"), ["Refused: the folder was not attached."]) }
             self.area = area
             attached[issued.id] = Attached(path: reached, starts: 0, pinned: true)
-            return LiveGrantReply(status: .granted, text: reached.bytes, bookmark: request.wantsBookmark ? issued.bookmark : nil)
+            // Where the folder is, links resolved: what the person typed may have led elsewhere.
+            let actual = folder.currentPath ?? path
+            var lines = ["Granted \(Printable.path(actual)) (\(access.rawValue)) to \(app)."]
+            if actual != path.lexicallyNormalized() { lines.append("\(Printable.path(path)) leads there.") }
+            return (LiveGrantReply(status: .granted, text: reached.bytes, bookmark: request.wantsBookmark ? issued.bookmark : nil), lines)
         } catch {
-            return LiveGrantReply(status: .refused, message: "\(error)")
+            return (LiveGrantReply(status: .refused, message: "\(error)"), ["Refused: \(Printable.message("\(error)"))"])
         }
     }
 
@@ -392,6 +504,70 @@ public final class LiveGrantService: @unchecked Sendable {
             }
         }
         lastCheck = Self.now()
+    }
+}
+
+/// A picker program on screen, waited for by the launcher's loop.
+final class PickerQuestion: LiveGrantQuestion {
+    let running: AskpassPicker.Running
+    let answered: (Result<[UInt8]?, LiveGrantPickerError>) -> LiveGrantReply
+
+    init(running: AskpassPicker.Running, answered: @escaping (Result<[UInt8]?, LiveGrantPickerError>) -> LiveGrantReply) {
+        self.running = running
+        self.answered = answered
+    }
+
+    var descriptor: CInt? { running.descriptor }
+    var timeout: CInt { -1 }
+    func advance(ready: Bool) -> LiveGrantReply? { ready ? running.advance().map(answered) : nil }
+    func abandon() { running.abandon() }
+}
+
+/// A question on the person's terminal, waited for by the launcher's loop.
+final class TerminalQuestion: LiveGrantQuestion {
+    let session: LiveGrantTerminalSession
+    /// The line that asks for the answer, shown once the question settled.
+    let label: String
+    /// When the question takes keys (`LiveGrantTerminalSession.settle` after it is shown).
+    let takesKeysAt: Double
+    private var asked = false
+    /// The typed path (nil: cancelled), granted: the reply and what to show.
+    let answered: ([UInt8]?) -> (reply: LiveGrantReply, lines: [String])
+
+    init(session: LiveGrantTerminalSession, label: String, answered: @escaping ([UInt8]?) -> (reply: LiveGrantReply, lines: [String])) {
+        self.session = session
+        self.label = label
+        takesKeysAt = LiveGrantService.now() + Double(LiveGrantTerminalSession.settle) / 1000
+        self.answered = answered
+    }
+
+    var descriptor: CInt? { asked ? session.input : nil }
+    var timeout: CInt { asked ? -1 : CInt(max(0, (takesKeysAt - LiveGrantService.now()) * 1000).rounded(.up)) }
+
+    func advance(ready: Bool) -> LiveGrantReply? {
+        if !asked {
+            guard LiveGrantService.now() >= takesKeysAt else { return nil }
+            asked = true
+            session.ask(label)
+            return nil
+        }
+        guard ready else { return nil }
+        let outcome: (reply: LiveGrantReply, lines: [String])
+        switch session.read() {
+        case .waiting: return nil
+        case .cancelled: outcome = answered(nil)
+        case .line(let typed): outcome = answered(typed)
+        case .tooLong:
+            outcome = (LiveGrantReply(status: .refused, message: "the path typed is too long"), ["Refused: the path typed is too long."])
+        }
+        session.show(outcome.lines)
+        session.close()
+        return outcome.reply
+    }
+
+    func abandon() {
+        session.show(["The sandbox ended: nothing granted."])
+        session.close()
     }
 }
 

@@ -62,7 +62,7 @@ struct Run: ParsableCommand {
     @Option(help: "private (default): a root holding only the container, the grants and the policy's system paths, and a network namespace of its own without a network entitlement; host: the host's tree, read-only where the rules allow, every other path visible to stat.")
     var view: FileSystemView?
 
-    @Option(help: "A program that asks the person for a folder while the command runs (`$SANDBOXED_RUN open-panel` inside): run unconfined with the prompt as its argument, it prints the chosen folder's absolute path and a newline. Needs the private view and a policy with a user-selected key.")
+    @Option(help: "A program that asks the person for a folder while the command runs (`$SANDBOXED_RUN open-panel` inside): run unconfined with the prompt as its argument, it prints the chosen folder's absolute path and a newline. Without it, the person is asked on the terminal the launcher relays. Needs the private view and a policy with a user-selected key.")
     var picker: String?
 
     @Argument(parsing: .captureForPassthrough, help: "The command and its arguments, after --.")
@@ -271,7 +271,7 @@ struct RunOptions {
         request.readOnlyMounts = !superviseMetadata
         request.view = view
         // The broker's socket only where the policy has a live-grant key
-        // (ConfinementPlan decides); an open panel needs --picker to ask with.
+        // (ConfinementPlan decides); an open panel asks through --picker, else on the relayed terminal.
         request.liveGrants = .attach
         LaunchPhases.mark("request")
         let plan = try ConfinementPlan(request)

@@ -568,6 +568,7 @@ public final class ConfinedProcess: @unchecked Sendable {
         if let termination { return termination }
         relay?.begin()
         defer { relay?.end() }
+        liveGrants?.terminal = relay.map(LiveGrantTerminal.init(relay:))
         var status: CInt?
         var failure: Errno?
         var serving = listener != nil
@@ -577,13 +578,20 @@ public final class ConfinedProcess: @unchecked Sendable {
             var fds = [pollfd(fd: keeper.report.rawValue, events: Int16(POLLIN), revents: 0)]
             if serving, let listener { fds.append(pollfd(fd: listener.rawValue, events: Int16(POLLIN), revents: 0)) }
             let brokerIndex = fds.count
-            if let liveGrants, let socket = liveGrants.socket { fds.append(pollfd(fd: socket.rawValue, events: Int16(POLLIN) | LiveGrantBroker.pollReadHangUp, revents: 0)) }
+            let reading = liveGrants?.reading ?? false
+            if reading, let socket = liveGrants?.socket { fds.append(pollfd(fd: socket.rawValue, events: Int16(POLLIN) | LiveGrantBroker.pollReadHangUp, revents: 0)) }
+            // A question to the person is waited for here, so that nothing else waits for them.
+            let questionIndex = fds.count
+            let question = liveGrants?.pending
+            let questionPolled = question?.descriptor != nil
+            if let descriptor = question?.descriptor { fds.append(pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)) }
             // Revocations are watched while grants are attached, served or not.
             let watched = running?.watch?() ?? nil
             if let descriptor = watched?.descriptor { fds.append(pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)) }
             let relayStart = fds.count
             relay?.addRequests(to: &fds)
-            let ready = poll(&fds, nfds_t(fds.count), watched?.timeout ?? -1)
+            let timeouts = [watched?.timeout, question?.timeout].compactMap { $0 }.filter { $0 >= 0 }
+            let ready = poll(&fds, nfds_t(fds.count), timeouts.min() ?? -1)
             if ready < 0 {
                 if errno == EINTR { continue }
                 failure = Errno(rawValue: errno)
@@ -596,7 +604,8 @@ public final class ConfinedProcess: @unchecked Sendable {
                     serving = false  // every process holding the filter is gone
                 }
             }
-            if let liveGrants, liveGrants.serving, fds[brokerIndex].revents != 0 {
+            if question != nil { liveGrants?.advance(ready: questionPolled && fds[questionIndex].revents != 0) }
+            if reading, let liveGrants, fds[brokerIndex].revents != 0 {
                 // One request at a time; once every process holding the command's end is gone, no more.
                 let revents = fds[brokerIndex].revents
                 if revents & Int16(POLLIN) == 0 || !liveGrants.serveOne(hungUp: revents & (Int16(POLLHUP) | LiveGrantBroker.pollReadHangUp) != 0) {
@@ -626,6 +635,9 @@ public final class ConfinedProcess: @unchecked Sendable {
             }
         }
         supervisor.endServing()
+        // Before the relay's last output and the terminal's own modes.
+        liveGrants?.abandonQuestion()
+        liveGrants?.terminal = nil
         if let failure {
             keeper.abandon()  // ends the command: nobody would serve or reap it
             throw .setup(step: "waiting for the command", errno: failure)

@@ -191,15 +191,22 @@ public final class LiveGrantBroker: @unchecked Sendable {
     private(set) var socket: OwnedDescriptor?
     /// The command's end, until the command has it.
     private(set) var commandEnd: OwnedDescriptor?
-    /// Decides each well-formed request. `area` is nil where nothing can be
-    /// attached (the host view, or `LiveGrantSupport.broker`).
-    public var handler: ((LiveGrantRequest, LiveGrantArea?) -> LiveGrantReply)?
+    /// Decides each well-formed request: a reply now, or a question to the
+    /// person the wait loop waits on (`pending`).
+    public var handler: ((LiveGrantRequest, LiveGrantContext) -> LiveGrantOutcome)?
     /// The area of the running sandbox, set by the launch.
     var area: LiveGrantArea?
+    /// The user's terminal, while the launcher relays one.
+    var terminal: LiveGrantTerminal?
+    /// The question being asked: no other request is read until it is answered.
+    private(set) var pending: LiveGrantQuestion?
     /// Requests answered so far (each a message read), for tests and reports.
     public private(set) var served = 0
     /// Until every process holding the command's end is gone.
     var serving: Bool { socket != nil }
+    /// Requests are read: serving, and no question waits for the person.
+    var reading: Bool { socket != nil && pending == nil }
+
     @_spi(Fuzzing) public init() throws(SandboxError) {
         var pair: [CInt] = [-1, -1]
         guard socketpair(AF_UNIX, CInt(SOCK_SEQPACKET.rawValue) | CInt(SOCK_CLOEXEC.rawValue), 0, &pair) == 0 else {
@@ -249,7 +256,7 @@ public final class LiveGrantBroker: @unchecked Sendable {
         if received == 0 && hungUp { return false }
         if received < 0 { return errno == EAGAIN }
         served += 1
-        let reply: LiveGrantReply
+        var reply: LiveGrantReply
         if received == 0 {
             reply = LiveGrantReply(status: .malformed, message: "an empty request: a request is at least \(LiveGrantRequest.headerSize) bytes")
         } else if message.msg_flags & CInt(MSG_CTRUNC) != 0 {
@@ -259,15 +266,40 @@ public final class LiveGrantBroker: @unchecked Sendable {
         } else {
             do {
                 let request = try LiveGrantRequest.decode(Array(buffer[..<received]))
-                reply = handler?(request, area) ?? LiveGrantReply(status: .unavailable, message: "this launch answers no live-grant requests")
+                switch handler?(request, LiveGrantContext(area: area, terminal: terminal)) {
+                case .reply(let answer): reply = answer
+                case .asking(let question):
+                    pending = question
+                    return true
+                case nil: reply = LiveGrantReply(status: .unavailable, message: "this launch answers no live-grant requests")
+                }
             } catch {
                 reply = LiveGrantReply(status: .malformed, message: error.description)
             }
         }
+        send(reply)
+        return true
+    }
+
+    /// After each wake of the loop while a question is pending (`ready`:
+    /// its descriptor polled ready): its reply is sent once it is answered.
+    func advance(ready: Bool) {
+        guard let question = pending, let reply = question.advance(ready: ready) else { return }
+        pending = nil
+        send(reply)
+    }
+
+    /// The sandbox ends: a question still asked is put away unanswered.
+    func abandonQuestion() {
+        pending?.abandon()
+        pending = nil
+    }
+
+    private func send(_ reply: LiveGrantReply) {
+        guard let socket else { return }
         let bytes = reply.encoded()
         // The command reads its answers: one that never does only stops its own requests.
-        _ = bytes.withUnsafeBytes { send(socket.rawValue, $0.baseAddress, $0.count, CInt(MSG_DONTWAIT) | CInt(MSG_NOSIGNAL)) }
-        return true
+        _ = bytes.withUnsafeBytes { Glibc.send(socket.rawValue, $0.baseAddress, $0.count, CInt(MSG_DONTWAIT) | CInt(MSG_NOSIGNAL)) }
     }
 }
 
