@@ -420,6 +420,12 @@ public final class LiveGrantArea: @unchecked Sendable {
         self.helper = nil
         _ = shutdown(helper.socket.rawValue, CInt(SHUT_RDWR))
         guard let pidfd = helper.pidfd else { return }
+        // A helper stuck in the kernel (a clone of a folder on a hung network
+        // mount) must not hold the launcher: a second, then SIGKILL.
+        var exited = pollfd(fd: pidfd.rawValue, events: Int16(POLLIN), revents: 0)
+        var polled: CInt
+        repeat { polled = poll(&exited, 1, 1000) } while polled < 0 && errno == EINTR
+        if polled == 0 { _ = csb_pidfd_send_signal(pidfd.rawValue, SIGKILL) }
         var info = siginfo_t()
         while waitid(idtype_t(rawValue: 3) /* P_PIDFD */, id_t(pidfd.rawValue), &info, WEXITED) < 0 && errno == EINTR {}
     }
