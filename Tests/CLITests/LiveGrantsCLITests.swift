@@ -237,6 +237,19 @@ import Testing
         return String((result.stdout + result.stderr).split(separator: "(grant ").last?.prefix(12) ?? "")
     }
 
+    /// With stdin a file on the host's disk the launch is supervised (no
+    /// read-only mounts): the bookmark is still written, with no chmod the
+    /// supervisor would refuse (an unnamed file has no place it could check).
+    @Test func openPanelWritesTheBookmarkUnderTheSupervisor() throws {
+        let input = home.path + "/input"
+        FileManager.default.createFile(atPath: input, contents: Data("x\n".utf8))
+        let script = #"p=$("$SANDBOXED_RUN" open-panel -o "$SANDBOX_CONTAINER/s.bookmark") || exit 9; stat -c %a "$SANDBOX_CONTAINER/s.bookmark""#
+        let command = ([CLI.binary, "run", "--app", Self.app, "--picker", picker, "--", "/bin/sh", "-c", script].map { "'\($0)'" })
+            .joined(separator: " ") + " < '\(input)'"
+        let result = try CLI.program("/bin/sh", ["-c", command], environment: home.environment)
+        #expect(result.status == 0 && result.stdout == "600\n", "\(result)")
+    }
+
     /// open-panel -o: the broker sends a bookmark sealed for this app, and
     /// the command itself writes it (in its container); the host resolves it fresh.
     @Test func openPanelWritesABookmarkSealedForThisApp() throws {
