@@ -2,7 +2,8 @@ import Foundation
 import Testing
 
 /// Attacks on live grants found in review (issue 24). Each test states what
-/// should hold; on c35181a every one of them fails (see the review report).
+/// should hold; on c35181a every one of them fails (see the review report);
+/// those under "second review" fail on a4a576e.
 @Suite struct LiveGrantsAttackTests {
     let home = CLI.Home()
     var folder: String { home.path + "/Picked" }
@@ -175,6 +176,84 @@ import Testing
             """
         let result = try run("python3 -c '\(code)'", as: user)
         #expect(result.stdout == "granted 6 not seen others []\n", "\(result)")
+    }
+
+    // MARK: Revocation (second review, on a4a576e)
+
+    /// The sandbox's container on the host (a run that prints it).
+    func container() throws -> String {
+        let result = try run("printf %s \"$SANDBOX_CONTAINER\"")
+        try #require(result.status == 0 && result.stdout.hasPrefix("/"), "\(result)")
+        return result.stdout
+    }
+
+    /// Runs `script` (bash) with the folder granted at launch as B (or, with
+    /// `launchTime` false, started by bookmark inside), waits until it made
+    /// `$SANDBOX_CONTAINER/ready`, revokes the grant, and returns what the
+    /// command printed after. `$p` is where the command reaches the folder.
+    func revokeWhileRunning(_ script: String, launchTime: Bool = true, as user: uid_t? = nil) throws -> CLI.Result {
+        let box = try container()
+        let pick = try CLI.run(["pick", "--app", Self.app, "--select", folder, "-o", box + "/b"], home: home)
+        try #require(pick.status == 0, "\(pick)")
+        let id = String((pick.stdout + pick.stderr).split(separator: "(grant ").last?.prefix(12) ?? "")
+        let access = launchTime
+            ? #"p="$SANDBOX_GRANT_B"; [ -n "$p" ] || exit 9"#
+            : #"p=$("$SANDBOXED_RUN" start-accessing "$SANDBOX_CONTAINER/b") || exit 9"#
+        if user != nil { #expect(try CLI.program("/bin/chown", ["-R", "65534:65534", home.path]).status == 0) }
+        let prefix = user == nil ? [] : ["--reuid=65534", "--regid=65534", "--clear-groups", CLI.binary]
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: user == nil ? CLI.binary : "/usr/bin/setpriv")
+        process.arguments = prefix + ["run", "--app", Self.app, "--picker", picker] + (launchTime ? ["--grant", "B=" + box + "/b"] : [])
+            + ["--", "/bin/bash", "-c", access + "\n" + script]
+        process.environment = home.environment
+        let out = Pipe(), errors = Pipe()
+        process.standardOutput = out
+        process.standardError = errors
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        var waited = 0
+        while !FileManager.default.fileExists(atPath: box + "/ready") && process.isRunning && waited < 400 {
+            usleep(50_000)
+            waited += 1
+        }
+        usleep(300_000)
+        let revoked = try CLI.program(user == nil ? CLI.binary : "/usr/bin/setpriv", prefix + ["grants", "revoke", "--grant", id],
+                                      environment: home.environment)
+        #expect(revoked.status == 0, "\(revoked)")
+        let stdout = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let stderr = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        return CLI.Result(status: process.terminationStatus, stdout: stdout, stderr: stderr)
+    }
+
+    /// A revoked launch-time grant's mount is made read-only before it is
+    /// detached, so that a folder the command holds open beneath it can be
+    /// read but not changed. The kernel refuses the read-only flag (EBUSY)
+    /// while any file on the mount is open for writing, and the helper
+    /// ignores that: a command that keeps one file open for writing (or a
+    /// shared writable mapping) and its working directory in the grant keeps
+    /// creating, deleting and writing every file beneath after the revocation,
+    /// for the rest of the run. Expected: nothing is written, made or removed
+    /// through the folder after `grants revoke` (or the sandbox ends, 125,
+    /// with nothing changed); as root and as uid 65534.
+    @Test(arguments: [nil, 65534] as [uid_t?])
+    func aFileHeldOpenForWritingKeepsARevokedLaunchGrantWritable(as user: uid_t?) throws {
+        if user != nil { try #require(Self.canBecomeNobody, "needs root (to become uid 65534) and setpriv") }
+        try FileManager.default.createDirectory(atPath: folder + "/sub", withIntermediateDirectories: true)
+        FileManager.default.createFile(atPath: folder + "/sub/keep.txt", contents: Data("keep\n".utf8))
+        let script = """
+            exec 4>>"$p/note.txt"
+            cd "$p" || exit 8
+            : > "$SANDBOX_CONTAINER/ready"
+            while [ $SECONDS -lt 20 ] && [ -e "$p/note.txt" ]; do sleep 0.05; done
+            ls "$p" >/dev/null 2>&1 && echo reachable || echo gone
+            (echo made > ./made-after) 2>/dev/null && echo write-kept || echo write-refused
+            rm -f ./sub/keep.txt 2>/dev/null && echo delete-kept || echo delete-refused
+            """
+        let result = try revokeWhileRunning(script, as: user)
+        let changed = FileManager.default.fileExists(atPath: folder + "/made-after") || !FileManager.default.fileExists(atPath: folder + "/sub/keep.txt")
+        #expect(!changed, "the revoked folder was changed by the command: \(result)")
+        #expect(result.status == 125 || result.stdout == "gone\nwrite-refused\ndelete-refused\n", "\(result)")
     }
 
     static let canBecomeNobody = getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv")
