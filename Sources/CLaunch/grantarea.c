@@ -224,13 +224,20 @@ static void csb_grant_detach_mount(int mount_fd, struct csb_grant_reply *reply) 
     // working directory, say) still leads to the folder's own inode, where
     // its Landlock rule is, so it could be walked further; nothing can be
     // written, made or removed through it any more. The kernel refuses
-    // (EBUSY) while a file there is open for writing: that file, already
-    // open, keeps working as on Apple platforms, and the folder is detached all the same.
+    // (EBUSY) while a file there is open for writing: the folder is
+    // detached all the same, and the failure is answered.
     struct mount_attr read_only;
     memset(&read_only, 0, sizeof(read_only));
     read_only.attr_set = MOUNT_ATTR_RDONLY;
-    (void)mount_setattr(mount_fd, "", AT_EMPTY_PATH | AT_RECURSIVE, &read_only, sizeof(read_only));
-    if (fchdir(mount_fd) != 0 || umount2(".", MNT_DETACH) != 0) csb_grant_fail(reply, CSB_GRANT_STEP_DETACH);
+    int read_only_error = mount_setattr(mount_fd, "", AT_EMPTY_PATH | AT_RECURSIVE, &read_only, sizeof(read_only)) == 0 ? 0 : errno;
+    if (fchdir(mount_fd) != 0 || umount2(".", MNT_DETACH) != 0) {
+        csb_grant_fail(reply, CSB_GRANT_STEP_DETACH);
+    } else if (read_only_error != 0) {
+        // Detached, but what the command holds open beneath could still be
+        // written: the launcher ends the sandbox (fail closed).
+        errno = read_only_error;
+        csb_grant_fail(reply, CSB_GRANT_STEP_READ_ONLY);
+    }
     int saved = errno;
     (void)chdir("/");
     errno = saved;

@@ -358,6 +358,8 @@ public final class RunningGrants: @unchecked Sendable {
             do {
                 _ = try area.detachMount(entry.mount)
                 cut += entry.grants
+            } catch .failed(let step, let errno) where step == LiveGrantArea.describe(step: Int32(CSB_GRANT_STEP_READ_ONLY.rawValue)) {
+                failure = .failed(step: step, errno: errno)  // detached: nothing to try again, but the sandbox must end
             } catch {
                 failure = error
                 kept.append(entry)
@@ -562,6 +564,8 @@ public final class LiveGrantArea: @unchecked Sendable {
         case CSB_GRANT_STEP_MOUNT_POINT.rawValue: "making the mount point in the grant area"
         case CSB_GRANT_STEP_ATTACH.rawValue: "attaching the folder in the grant area"
         case CSB_GRANT_STEP_DETACH.rawValue: "detaching the grant"
+        case CSB_GRANT_STEP_READ_ONLY.rawValue:
+            "making the grant read-only before it was detached (a file in it is open for writing, so a folder the command holds open there could still be written)"
         default: "step \(step)"
         }
     }
