@@ -191,7 +191,8 @@ import Testing
     /// `launchTime` false, started by bookmark inside), waits until it made
     /// `$SANDBOX_CONTAINER/ready`, revokes the grant, and returns what the
     /// command printed after. `$p` is where the command reaches the folder.
-    func revokeWhileRunning(_ script: String, launchTime: Bool = true, as user: uid_t? = nil) throws -> CLI.Result {
+    func revokeWhileRunning(_ script: String, launchTime: Bool = true, as user: uid_t? = nil,
+                            afterRevoking: () throws -> Void = {}) throws -> CLI.Result {
         let box = try container()
         let pick = try CLI.run(["pick", "--app", Self.app, "--select", folder, "-o", box + "/b"], home: home)
         try #require(pick.status == 0, "\(pick)")
@@ -220,6 +221,7 @@ import Testing
         let revoked = try CLI.program(user == nil ? CLI.binary : "/usr/bin/setpriv", prefix + ["grants", "revoke", "--grant", id],
                                       environment: home.environment)
         #expect(revoked.status == 0, "\(revoked)")
+        try afterRevoking()
         let stdout = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         let stderr = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         process.waitUntilExit()
@@ -254,6 +256,53 @@ import Testing
         let changed = FileManager.default.fileExists(atPath: folder + "/made-after") || !FileManager.default.fileExists(atPath: folder + "/sub/keep.txt")
         #expect(!changed, "the revoked folder was changed by the command: \(result)")
         #expect(result.status == 125 || result.stdout == "gone\nwrite-refused\ndelete-refused\n", "\(result)")
+    }
+
+    /// An inotify watch the command put on a granted folder while it could
+    /// read it outlives the revocation: the person revokes the folder, then
+    /// saves a file in it, and the command learns the file's name (and every
+    /// later create, delete, rename and write in the folder, with its time).
+    /// `inotify_add_watch` is checked by the supervisor only when the watch
+    /// is added. Shown for a launch-time grant and for a folder started by
+    /// bookmark. Expected: after `grants revoke`, no name made in the folder
+    /// afterwards reaches the command.
+    @Test(.enabled(if: python, "needs python3 inside the sandbox"), arguments: [true, false])
+    func anInotifyWatchOutlivesTheRevocation(launchTime: Bool) throws {
+        let script = #"""
+            export p
+            exec python3 - <<'PY'
+            import ctypes, os, select, struct, time
+            libc = ctypes.CDLL(None, use_errno=True)
+            fd = libc.inotify_init1(os.O_NONBLOCK)
+            p = os.environ["p"]
+            print("watch", "added" if libc.inotify_add_watch(fd, p.encode(), 0xfff) >= 0 else "refused")
+            open(os.environ["SANDBOX_CONTAINER"] + "/ready", "w").close()
+            start = time.time()
+            while time.time() - start < 20 and os.path.exists(p + "/note.txt"): time.sleep(0.05)
+            time.sleep(0.1)
+            try: os.read(fd, 65536)  # events from before the revocation
+            except OSError: pass
+            names = set()
+            end = time.time() + 3
+            while time.time() < end:
+                select.select([fd], [], [], 0.2)
+                try: buffer = os.read(fd, 65536)
+                except OSError: continue
+                at = 0
+                while at + 16 <= len(buffer):
+                    length = struct.unpack_from("iIII", buffer, at)[3]
+                    name = buffer[at + 16:at + 16 + length].rstrip(b"\0").decode(errors="replace")
+                    if name: names.add(name)
+                    at += 16 + length
+            print("seen after the revocation:", sorted(names))
+            PY
+            """#
+        let result = try revokeWhileRunning(script, launchTime: launchTime) {
+            usleep(500_000)
+            FileManager.default.createFile(atPath: folder + "/saved-after-revoking.txt", contents: Data("private\n".utf8))
+        }
+        #expect(result.stdout.hasPrefix("watch added\n"), "\(result)")
+        #expect(!result.stdout.contains("saved-after-revoking"), "the command learnt a name made after the revocation: \(result)")
     }
 
     static let canBecomeNobody = getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv")
