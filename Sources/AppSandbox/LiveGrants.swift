@@ -170,6 +170,8 @@ public final class LiveGrantService: @unchecked Sendable {
     /// A folder attached in this sandbox.
     struct Attached {
         let path: FilePath
+        /// The folder attached (held open: its inode names the watches to remove when it goes).
+        var folder: OwnedDescriptor? = nil
         /// `startAccessing` calls not yet ended.
         var starts: Int
         /// Attached by an open panel: stays until the sandbox ends or the grant is revoked.
@@ -336,7 +338,7 @@ public final class LiveGrantService: @unchecked Sendable {
             }
             guard let reached else { return (LiveGrantReply(status: .refused, message: "the folder was not attached"), ["Refused: the folder was not attached."]) }
             self.area = area
-            attached[issued.id] = Attached(path: reached, starts: 0, pinned: true)
+            attached[issued.id] = Attached(path: reached, folder: folder, starts: 0, pinned: true)
             // Where the folder is, links resolved: what the person typed may have led elsewhere.
             let actual = folder.currentPath ?? path
             var lines = ["Granted \(Printable.path(actual)) (\(access.rawValue)) to \(app)."]
@@ -381,7 +383,7 @@ public final class LiveGrantService: @unchecked Sendable {
             let writable = resolution.access == .readWrite && policy.userSelectedAccess == .readWrite
             let reached = try area.attach(folder, writable: writable)
             self.area = area
-            attached[grant.id] = Attached(path: reached, starts: 1, pinned: false)
+            attached[grant.id] = Attached(path: reached, folder: folder, starts: 1, pinned: false)
             return LiveGrantReply(status: .granted, text: reached.bytes, bookmark: renewed)
         } catch {
             return LiveGrantReply(status: .refused, message: "\(error)")
@@ -415,6 +417,10 @@ public final class LiveGrantService: @unchecked Sendable {
         guard let area else { throw .notAttachable("no grant area") }
         try area.detach(entry.path)
         attached[id] = nil
+        // A watch the command put there would go on telling it of changes.
+        if let folder = entry.folder, running?.forgetWatches(of: folder) == false {
+            throw .failed(step: "removing the command's watches in the folder", errno: .invalidArgument)
+        }
     }
 
     // MARK: Revocation

@@ -143,3 +143,13 @@ void csb_forward_signals_stop(pid_t pid) {
 int csb_socket_network_namespace(int socket) {
     return ioctl(socket, SIOCGSKNS);
 }
+
+int csb_same_open_file(int a, int b) {
+    pid_t self = getpid();
+    long same = syscall(SYS_kcmp, self, self, 0 /* KCMP_FILE */, (unsigned long)a, (unsigned long)b);
+    return same < 0 ? -1 : same == 0;
+}
+
+int csb_inotify_rm_watch(int instance, int watch) {
+    return inotify_rm_watch(instance, watch);
+}

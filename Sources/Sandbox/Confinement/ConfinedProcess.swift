@@ -261,6 +261,8 @@ extension ConfinementPlan {
         var launchMounts: [(grants: [String], mount: OwnedDescriptor)] = []
         let revocable = privateView?.revocableBinds ?? []
         let supervisor = MetadataSupervisor(writableRoots: writableRoots, readableRoots: readableRoots)
+        // The filter sends watches to it (`SyscallFilter.Options.superviseWatches`): each is recorded.
+        supervisor.recordWatches = privateView != nil && filterOptions?.superviseWatches == true
         supervisor.reporter = denials
         supervisor.observer = observer
         observer?.paths = supervisor.paths  // one resolver: both judge what the command's call reached
@@ -296,6 +298,8 @@ extension ConfinementPlan {
                         executeAllowed: request.policy.executeFiles)
                     : nil
                 liveGrants?.area = running.area?.canAttach == true ? running.area : nil
+                if let areaView, namespaces.contains(.view) { supervisor.addReadableRoot(areaView) }
+                if supervisor.recordWatches { running.watchForgetter = { [supervisor] folder in supervisor.forgetWatches(beneath: folder) } }
                 return .started(process)
             case .listener(let fd):
                 LaunchPhases.mark("child confined")

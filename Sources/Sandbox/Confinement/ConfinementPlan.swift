@@ -210,6 +210,9 @@ public final class ConfinementPlan: @unchecked Sendable {
                 networkClient: policy.networkClient, networkServer: policy.networkServer,
                 extraSyscalls: policy.extraSyscalls, superviseMetadata: superviseMetadata)
             options.observeDenials = observer != nil
+            // Folders may be taken away while the command runs (live grants,
+            // or launch-time grants in the private view): watches are recorded.
+            options.superviseWatches = liveGrants != nil || !request.folders.isEmpty
             // --explain needs to see every refusal: the supervisor's, not EROFS.
             readOnlyMounts = request.readOnlyMounts && request.privateNamespaces && observer == nil
                 && Self.descriptorsAllowReadOnlyMounts(request) && Self.internalInodesRefuseSetattr

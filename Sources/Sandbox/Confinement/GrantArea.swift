@@ -329,6 +329,17 @@ public final class RunningGrants: @unchecked Sendable {
 
     init() {}
 
+    /// The supervisor's, set by the launch when it records watches.
+    var watchForgetter: ((InodeIdentity) -> Bool)?
+
+    /// Removes the command's inotify watches on `folder` (taken away) and
+    /// beneath it; false when one could not be removed.
+    public func forgetWatches(of folder: OwnedDescriptor) -> Bool {
+        guard let watchForgetter else { return true }
+        guard let identity = try? folder.status().inodeIdentity else { return false }
+        return watchForgetter(identity)
+    }
+
     /// A revoked grant stays reachable: the sandbox must end.
     public func revocationFailed(_ reason: String) {
         if failedRevocation == nil { failedRevocation = reason }
@@ -358,6 +369,9 @@ public final class RunningGrants: @unchecked Sendable {
             do {
                 _ = try area.detachMount(entry.mount)
                 cut += entry.grants
+                if !forgetWatches(of: entry.mount) {
+                    failure = .failed(step: "removing the command's watches in the folder", errno: .invalidArgument)
+                }
             } catch .failed(let step, let errno) where step == LiveGrantArea.describe(step: Int32(CSB_GRANT_STEP_READ_ONLY.rawValue)) {
                 failure = .failed(step: step, errno: errno)  // detached: nothing to try again, but the sandbox must end
             } catch {

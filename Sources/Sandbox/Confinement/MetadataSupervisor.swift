@@ -100,6 +100,18 @@ final class MetadataSupervisor {
     /// The serving thread's capabilities (see `CallerPowers`), shared with the observer.
     let powers = CallerPowers()
 
+    /// Watches the command placed, recorded while folders may be taken
+    /// away from it (`recordWatches`): its inotify instances (copies, one
+    /// per instance) and each watch's descriptor and the inodes on its way
+    /// up to the view's root, so that `forgetWatches` removes those in a
+    /// folder taken away. inotify_rm_watch through our copy removes the
+    /// command's own watch: the instance is one open file.
+    var recordWatches = false
+    private var instances: [OwnedDescriptor] = []
+    private var watches: [(instance: Int, descriptor: Int32, ancestors: [InodeIdentity])] = []
+    /// Bounds what the command can make the launcher hold; a watch beyond is refused (ENOSPC, as the kernel's own limit).
+    static let maximumRecordedWatches = 1 << 16, maximumInstances = 256
+
     init(writableRoots: [OwnedDescriptor], readableRoots: [OwnedDescriptor], paths: CommandPaths = CommandPaths()) {
         self.paths = paths
         pinned = writableRoots + readableRoots
@@ -356,6 +368,16 @@ final class MetadataSupervisor {
                 refused(shape, number: request.data.nr, path: named, target: target)
                 throw shape.operation.reads ? .permissionDenied : .notPermitted
             }
+            if case .watch = prepared.details, recordWatches, let instance = prepared.callerInotify {
+                // Placed before the watch is made: a watch that cannot be
+                // recorded is never made.
+                let ancestors = try Self.ancestors(of: target, status: status, folder: resolved.folder)
+                let slot = try instanceSlot(instance)
+                guard watches.count < Self.maximumRecordedWatches else { throw .noSpace }
+                let outcome = try prepared.details.perform(on: target, status: status, inotify: instance)
+                watches.append((slot, Int32(truncatingIfNeeded: outcome.result), ancestors))
+                return outcome
+            }
             return try prepared.details.perform(on: target, status: status, inotify: prepared.callerInotify)
         }
         // Attribute values go back into the child's buffer, through its own
@@ -372,6 +394,60 @@ final class MetadataSupervisor {
             try ChildMemory.write(copy.bytes, at: copy.address, into: callerMemory)
         }
         return outcome.result
+    }
+
+    /// The index of `instance` among the recorded instances (the same open
+    /// file: kcmp), recorded now when it is new.
+    private func instanceSlot(_ instance: OwnedDescriptor) throws(Errno) -> Int {
+        for (index, known) in instances.enumerated() where csb_same_open_file(known.rawValue, instance.rawValue) == 1 {
+            return index
+        }
+        guard instances.count < Self.maximumInstances else { throw .noSpace }
+        instances.append(instance)
+        return instances.count - 1
+    }
+
+    /// The inodes from `target` up to the view's root (".." crosses mounts
+    /// as a path walk does; at most 4096 steps).
+    static func ancestors(of target: OwnedDescriptor, status: stat, folder: OwnedDescriptor?) throws(Errno) -> [InodeIdentity] {
+        var chain = [status.inodeIdentity]
+        var current: OwnedDescriptor
+        if status.isDirectory {
+            current = target
+        } else {
+            guard let folder else { throw .noSuchFileOrDirectory }  // a file the supervisor could not place
+            current = folder
+            chain.append(try folder.status().inodeIdentity)
+        }
+        for _ in 0..<4096 {
+            let parent = OwnedDescriptor(taking: try syscallRetrying {
+                openat(current.rawValue, "..", CSB_O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+            })
+            let identity = try parent.status().inodeIdentity
+            if identity == chain.last { return chain }  // the root: its ".." is itself
+            chain.append(identity)
+            current = parent
+        }
+        throw .fileNameTooLong
+    }
+
+    /// Removes every recorded watch on `folder` or beneath it; false when
+    /// one could not be removed (the caller then ends the sandbox).
+    func forgetWatches(beneath folder: InodeIdentity) -> Bool {
+        var complete = true
+        watches.removeAll { watch in
+            guard watch.ancestors.contains(folder) else { return false }
+            // EINVAL: the command removed it already (watch descriptors are not reused soon).
+            if csb_inotify_rm_watch(instances[watch.instance].rawValue, watch.descriptor) != 0 && errno != EINVAL { complete = false }
+            return true
+        }
+        return complete
+    }
+
+    /// A folder the command reaches from now on (the live grants' area): watches and reads beneath it are answered.
+    func addReadableRoot(_ root: OwnedDescriptor) {
+        guard let identity = try? root.status().inodeIdentity else { return }
+        readable.insert(identity)
     }
 
     /// Copies the request's arguments out of the caller and opens what it names in /proc.

@@ -166,6 +166,10 @@ struct SyscallFilter {
         /// out of it: everything that exists may be read, so attribute reads
         /// and inotify watches run natively.
         var nativeAttributeReads = false
+        /// With `nativeAttributeReads`: inotify watches still go to the
+        /// supervisor, which records them, so that a folder taken away
+        /// while the command runs takes its watches with it.
+        var superviseWatches = false
         /// AF_UNIX stream and seqpacket sockets may be made (the private
         /// view's own network namespace: no abstract name of the host's can
         /// be reached), and every `connect` goes to the supervisor, which
@@ -230,7 +234,8 @@ struct SyscallFilter {
                 : Self.errnoAction(Self.answeredWithENOSYS.contains(name) ? ENOSYS : EPERM))
         }
         for name in supervised {
-            if options.nativeAttributeReads, Self.watchesAndAttributeReads.contains(name) {
+            if options.nativeAttributeReads, Self.attributeReads.contains(name)
+                || (name == "inotify_add_watch" && !(options.superviseWatches && options.superviseMetadata)) {
                 add(name, Self.allowAction)
                 continue
             }
