@@ -577,6 +577,10 @@ public final class ConfinedProcess: @unchecked Sendable {
         var failure: Errno?
         var serving = listener != nil
         var endedForRevocation = false
+        // The grant helper is forked once the command has run a while
+        // (`LiveGrantArea.prepareAfter`): a short command never pays for it,
+        // and a long one's first folder is attached without the fork's wait.
+        var prepareHelperAt = running?.area.map { _ in LiveGrantArea.milliseconds() + LiveGrantArea.prepareAfter }
         if serving { supervisor.beginServing() }  // requests are served with the child's powers
         loop: while true {
             var fds = [pollfd(fd: keeper.report.rawValue, events: Int16(POLLIN), revents: 0)]
@@ -594,7 +598,8 @@ public final class ConfinedProcess: @unchecked Sendable {
             if let descriptor = watched?.descriptor { fds.append(pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)) }
             let relayStart = fds.count
             relay?.addRequests(to: &fds)
-            let timeouts = [watched?.timeout, question?.timeout].compactMap { $0 }.filter { $0 >= 0 }
+            let untilPrepared = prepareHelperAt.map { CInt(clamping: max(0, $0 - LiveGrantArea.milliseconds())) }
+            let timeouts = [watched?.timeout, question?.timeout, untilPrepared].compactMap { $0 }.filter { $0 >= 0 }
             let ready = poll(&fds, nfds_t(fds.count), timeouts.min() ?? -1)
             if ready < 0 {
                 if errno == EINTR { continue }
@@ -615,6 +620,10 @@ public final class ConfinedProcess: @unchecked Sendable {
                 if revents & Int16(POLLIN) == 0 || !liveGrants.serveOne(hungUp: revents & (Int16(POLLHUP) | LiveGrantBroker.pollReadHangUp) != 0) {
                     liveGrants.stopServing()
                 }
+            }
+            if let at = prepareHelperAt, LiveGrantArea.milliseconds() >= at {
+                prepareHelperAt = nil
+                running?.area?.prepare()
             }
             if watched != nil {
                 running?.recheck?()

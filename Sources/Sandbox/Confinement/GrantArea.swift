@@ -446,6 +446,14 @@ public final class LiveGrantArea: @unchecked Sendable {
         while waitid(idtype_t(rawValue: 3) /* P_PIDFD */, id_t(pidfd.rawValue), &info, WEXITED) < 0 && errno == EINTR {}
     }
 
+    /// How long a sandbox runs (ms) before its helper is forked ahead of any request.
+    static let prepareAfter: Int64 = 100
+
+    /// Forks the helper now, if it is not there yet (a failure is met again at the first request).
+    func prepare() {
+        _ = try? helperSocket()
+    }
+
     /// The helper's socket, forking the helper the first time.
     private func helperSocket() throws(LiveGrantAreaError) -> CInt {
         if let helper { return helper.socket.rawValue }
