@@ -96,6 +96,9 @@ public final class LiveGrantService: @unchecked Sendable {
     let app: AppID
     let policy: Policy
     let picker: AskpassPicker?
+    /// The sandbox's record in the state folder: the grants attached are
+    /// written there, so that `grants revoke` can say it cut them.
+    let registration: SandboxRegistration?
     /// Prompts allowed in a burst, and how fast they come back: a command
     /// cannot flood the person with pickers. The refill counts from when the
     /// last picker closed, never the time a picker was on screen.
@@ -133,11 +136,12 @@ public final class LiveGrantService: @unchecked Sendable {
     /// Ledger checks made so far (for tests and benchmarks).
     public private(set) var checks = 0
 
-    public init(session: SandboxSession, app: AppID, policy: Policy, picker: AskpassPicker?) {
+    public init(session: SandboxSession, app: AppID, policy: Policy, picker: AskpassPicker?, registration: SandboxRegistration? = nil) {
         self.session = session
         self.app = app
         self.policy = policy
         self.picker = picker
+        self.registration = registration
     }
 
     deinit {
@@ -215,6 +219,8 @@ public final class LiveGrantService: @unchecked Sendable {
             guard let reached else { return LiveGrantReply(status: .refused, message: "the folder was not attached") }
             self.area = area
             attached[issued.id] = Attached(path: reached, starts: 0, pinned: true)
+            // Only what revoke reports depends on the record: the launcher detaches a revoked grant either way.
+            try? registration?.attached(issued.id, path: issued.path)
             return LiveGrantReply(status: .granted, text: reached.bytes, bookmark: request.wantsBookmark ? issued.bookmark : nil)
         } catch {
             return LiveGrantReply(status: .refused, message: "\(error)")
@@ -256,6 +262,7 @@ public final class LiveGrantService: @unchecked Sendable {
             let reached = try area.attach(folder, writable: writable)
             self.area = area
             attached[grant.id] = Attached(path: reached, starts: 1, pinned: false)
+            try? registration?.attached(grant.id, path: path)
             return LiveGrantReply(status: .granted, text: reached.bytes, bookmark: renewed)
         } catch {
             return LiveGrantReply(status: .refused, message: "\(error)")
@@ -289,6 +296,7 @@ public final class LiveGrantService: @unchecked Sendable {
         guard let area else { throw .notAttachable("no grant area") }
         try area.detach(entry.path)
         attached[id] = nil
+        try? registration?.detached(id)
     }
 
     // MARK: Revocation
@@ -375,7 +383,7 @@ public final class LiveGrantService: @unchecked Sendable {
 
 extension SandboxSession {
     /// The live-grant handler for a launch of `app` under `policy`.
-    public func liveGrantService(app: AppID, policy: Policy, picker: AskpassPicker?) -> LiveGrantService {
-        LiveGrantService(session: self, app: app, policy: policy, picker: picker)
+    public func liveGrantService(app: AppID, policy: Policy, picker: AskpassPicker?, registration: SandboxRegistration? = nil) -> LiveGrantService {
+        LiveGrantService(session: self, app: app, policy: policy, picker: picker, registration: registration)
     }
 }

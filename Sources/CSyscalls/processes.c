@@ -10,6 +10,10 @@ int csb_pidfd_open(pid_t pid) {
     return (int)syscall(SYS_pidfd_open, pid, 0);
 }
 
+int csb_pidfd_send_signal(int pidfd, int sig) {
+    return (int)syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0);
+}
+
 int csb_copy_fd_of_thread(pid_t tid, int fd) {
     // PIDFD_THREAD (Linux 6.9) names a thread that does not lead its group.
     int pidfd = (int)syscall(SYS_pidfd_open, tid, O_EXCL);

@@ -248,15 +248,17 @@ struct RunOptions {
         if let denialsFile { request.denialLog = try DenialLog.open(
                 try Picking.absolute(RawArguments.value(of: "--denials") ?? FilePath(denialsFile)) { SandboxError.usage("--denials \(denialsFile): \($0)") },
                 trust: session.linkTrust()) }
+        var held: [SandboxRecord.Held] = []
         if !grants.isEmpty {
             let launchGrants = try Picking.launchGrants(
                 app: request.app, policy: policy, onStale: onStale ?? (Picking.hasTerminal ? .prompt : .fail),
                 onMissing: onMissing)
             for spec in grants {
                 let (name, file) = try LaunchGrants.parse(spec)
-                let (rule, variable) = try launchGrants.resolve(name: name, bookmark: Picking.absolute(file))
+                let (rule, variable, grant) = try launchGrants.resolveGrant(name: name, bookmark: Picking.absolute(file))
                 request.folders.append(rule)
                 request.pathVariables[variable] = rule.path
+                held.append(SandboxRecord.Held(grant: grant, path: rule.path, kind: .fixed))
             }
         }
         for assignment in setEnvironment {
@@ -272,10 +274,24 @@ struct RunOptions {
         // (ConfinementPlan decides); an open panel needs --picker to ask with.
         request.liveGrants = .attach
         LaunchPhases.mark("request")
+        // Recorded before the command starts, so that `grants revoke` can name
+        // this sandbox while it holds grants (nothing is written without one).
+        let registration = session.sandboxRegistration(app: request.app, view: view, command: RawArguments.command() ?? command.map { Array($0.utf8) })
+        do {
+            try registration.holdAtLaunch(held)
+            try launch(request, policy: policy, session: session, registration: registration)
+        } catch {
+            registration.end()
+            throw error
+        }
+    }
+
+    private func launch(_ request: LaunchRequest, policy: Policy, session: SandboxSession, registration: SandboxRegistration) throws -> Never {
         let plan = try ConfinementPlan(request)
         if let broker = plan.liveGrants {
             // The broker keeps the service for as long as it serves.
-            session.liveGrantService(app: request.app, policy: policy, picker: picker.map(AskpassPicker.init(program:))).serve(broker)
+            session.liveGrantService(app: request.app, policy: policy, picker: picker.map(AskpassPicker.init(program:)), registration: registration)
+                .serve(broker)
         }
         if report || !plan.report.missing.isEmpty {
             Console.lines(plan.report.text.split(separator: "\n").map(String.init))
@@ -283,6 +299,7 @@ struct RunOptions {
         // Catch termination signals from now on, forward them once the child exists.
         ConfinedProcess.holdTerminationSignals()
         let process = try plan.launch()
+        try registration.setView(process.view)
         if let notice = process.viewNotice {
             Console.notice("the private view could not be built (\(notice)): running in the host view (--best-effort)")
         }
@@ -300,6 +317,7 @@ struct RunOptions {
         let termination = try process.wait()
         LaunchPhases.mark("command ran")
         LaunchPhases.report()
+        registration.end()
         if let line = process.denials?.finish(termination) {
             Console.error(line.hasSuffix(", not explained") ? line.dropLast(", not explained".count) + "; run with --explain to see them" : line)
         }
