@@ -136,6 +136,27 @@ import Testing
         #expect(records().isEmpty, "the killed launcher's record was removed by revoke: \(records())")
     }
 
+    /// On a terminal revoke asks; only y (or yes) ends anything.
+    @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/script"), "needs script(1) for a terminal"))
+    func onATerminalRevokeAsksAndEndsOnlyOnYes() throws {
+        let notes = try grant("notes")
+        let sandbox = try start(grants: ["notes"])
+        defer { stop(sandbox) }
+        func onTerminal(answer: String) throws -> CLI.Result {
+            // script(1) gives the command a pty, fed from its stdin.
+            try CLI.program("/bin/sh", ["-c", "printf '\(answer)\\n' | exec /usr/bin/script -qec \"'\(CLI.binary)' grants revoke --folder '\(notes)'\" /dev/null"],
+                            environment: home.environment)
+        }
+        for answer in ["", "n", "yess"] {
+            let declined = try onTerminal(answer: answer)
+            #expect(declined.stdout.contains("End this sandbox now (SIGTERM, then SIGKILL after 5 s)? [y/N]"), "\(declined)")
+            #expect(declined.stdout.contains("nothing was ended") && sandbox.isRunning, "\(answer): \(declined)")
+        }
+        let accepted = try onTerminal(answer: "y")
+        #expect(accepted.stdout.contains("ended pid \(sandbox.processIdentifier)"), "\(accepted)")
+        sandbox.waitUntilExit()
+    }
+
     @Test(.enabled(if: canBecomeNobody, "needs root (to become uid 65534) and setpriv"))
     func anUnprivilegedHolderIsNamedAndEnded() throws {
         #expect(try CLI.program("/bin/chown", ["-R", "65534:65534", home.path]).status == 0)
