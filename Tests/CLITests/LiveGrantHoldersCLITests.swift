@@ -60,6 +60,16 @@ import Testing
         process.waitUntilExit()
     }
 
+    /// Waits at most `seconds` for `process` to end (a test never hangs on a sandbox nothing ended).
+    @discardableResult
+    func waitForEnd(_ process: Process, within seconds: Double = 20) -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        while process.isRunning && Date() < deadline { Thread.sleep(forTimeInterval: 0.02) }
+        guard !process.isRunning else { Issue.record("pid \(process.processIdentifier) did not end"); return false }
+        process.waitUntilExit()
+        return true
+    }
+
     func alive(_ pid: pid_t) -> Bool {
         guard kill(pid, 0) == 0 else { return false }
         return (try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8))?.contains(") Z ") != true
@@ -90,7 +100,7 @@ import Testing
         let sandbox = try start(grants: ["notes"])
         #expect(records().count == 1)
         kill(sandbox.processIdentifier, SIGTERM)
-        sandbox.waitUntilExit()
+        guard waitForEnd(sandbox) else { return }
         #expect(records().isEmpty, "\(records())")
         // A sandbox without grants writes nothing.
         let plain = try CLI.run(["run", "--app", Self.app, "--view", "host", "--", "/bin/sh", "-c", "ls '\(running)' 2>&1 | wc -l"], home: home)
@@ -108,7 +118,7 @@ import Testing
         let ended = try cli(["grants", "revoke", "--folder", notes, "--end-holders"])
         #expect(ended.status == 0, "\(ended)")
         #expect(ended.stdout.contains("ended pid \(holder.processIdentifier) (\(Self.app))"), "\(ended)")
-        holder.waitUntilExit()
+        guard waitForEnd(holder) else { return }
         #expect(holder.terminationStatus == 128 + SIGTERM, "the launcher forwarded SIGTERM and exited with the command")
         #expect(bystander.isRunning && otherApp.isRunning, "only the holder of the revoked folder was ended")
         #expect(!ended.stdout.contains("pid \(bystander.processIdentifier)") && !ended.stdout.contains("pid \(otherApp.processIdentifier)"))
@@ -132,7 +142,7 @@ import Testing
         let ended = try cli(["grants", "revoke", "--folder", notes, "--end-holders"])
         #expect(ended.status == 0, "\(ended)")
         #expect(ended.stdout.contains("killed pid \(process.processIdentifier)"), "\(ended)")
-        process.waitUntilExit()
+        guard waitForEnd(process) else { return }
         #expect(records().isEmpty, "the killed launcher's record was removed by revoke: \(records())")
     }
 
@@ -154,7 +164,7 @@ import Testing
         }
         let accepted = try onTerminal(answer: "y")
         #expect(accepted.stdout.contains("ended pid \(sandbox.processIdentifier)"), "\(accepted)")
-        sandbox.waitUntilExit()
+        guard waitForEnd(sandbox) else { return }
     }
 
     @Test(.enabled(if: canBecomeNobody, "needs root (to become uid 65534) and setpriv"))
@@ -167,7 +177,7 @@ import Testing
         #expect(named.status == 3 && named.stdout.contains("pid \(sandbox.processIdentifier)  \(Self.app)  host view"), "\(named)")
         let ended = try cli(["grants", "revoke", "--folder", notes, "--end-holders"], as: 65534)
         #expect(ended.status == 0 && ended.stdout.contains("ended pid \(sandbox.processIdentifier)"), "\(ended)")
-        sandbox.waitUntilExit()
+        guard waitForEnd(sandbox) else { return }
         // Root's state is another: it knows nothing of uid 65534's sandboxes.
         #expect(records().isEmpty)
     }
@@ -209,7 +219,7 @@ import Testing
         let folder = try grant("notes")
         let sandbox = try start(grants: ["notes"])
         kill(sandbox.processIdentifier, SIGKILL)
-        sandbox.waitUntilExit()
+        guard waitForEnd(sandbox) else { return }
         #expect(records().count == 1, "SIGKILL left the record")
         let revoked = try cli(["grants", "revoke", "--folder", folder, "--end-holders"])
         #expect(revoked.status == 0 && revoked.stdout == "revoked 1 grant\n", "\(revoked)")
@@ -270,7 +280,7 @@ import Testing
         let believed = try cli(["grants", "revoke", "--folder", folder, "--end-holders"])
         #expect(believed.stdout.contains("pid \(other.processIdentifier)  \(Self.app)  host view"), "\(believed)")
         #expect(believed.stdout.contains("ended pid \(other.processIdentifier) (\(Self.app))"), "\(believed)")
-        other.waitUntilExit()
+        guard waitForEnd(other) else { return }
         #expect(other.terminationReason == .uncaughtSignal && other.terminationStatus == SIGTERM)
     }
 
