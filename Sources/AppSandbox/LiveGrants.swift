@@ -153,6 +153,9 @@ public final class LiveGrantService: @unchecked Sendable {
     let app: AppID
     let policy: Policy
     let picker: AskpassPicker?
+    /// The sandbox's record in the state folder: the grants attached are
+    /// written there, so that `grants revoke` can say it cut them.
+    let registration: SandboxRegistration?
     /// Prompts allowed in a burst, and how fast they come back: a command
     /// cannot flood the person with pickers. The refill counts from when the
     /// last picker closed, never the time a picker was on screen.
@@ -189,14 +192,17 @@ public final class LiveGrantService: @unchecked Sendable {
     private var lastCheck = 0.0
     /// The backstop: the ledger is read this often (seconds) even without news of a change.
     public static let recheckInterval = 1.0
+    /// When to read the ledger again after news of a change (seconds, monotonic).
+    private var followUps: [Double] = []
     /// Ledger checks made so far (for tests and benchmarks).
     public private(set) var checks = 0
 
-    public init(session: SandboxSession, app: AppID, policy: Policy, picker: AskpassPicker?) {
+    public init(session: SandboxSession, app: AppID, policy: Policy, picker: AskpassPicker?, registration: SandboxRegistration? = nil) {
         self.session = session
         self.app = app
         self.policy = policy
         self.picker = picker
+        self.registration = registration
     }
 
     deinit {
@@ -339,6 +345,8 @@ public final class LiveGrantService: @unchecked Sendable {
             guard let reached else { return (LiveGrantReply(status: .refused, message: "the folder was not attached"), ["Refused: the folder was not attached."]) }
             self.area = area
             attached[issued.id] = Attached(path: reached, folder: folder, starts: 0, pinned: true)
+            // Only what revoke reports depends on the record: the launcher detaches a revoked grant either way.
+            try? registration?.attached(issued.id, path: issued.path)
             // Where the folder is, links resolved: what the person typed may have led elsewhere.
             let actual = folder.currentPath ?? path
             var lines = ["Granted \(Printable.path(actual)) (\(access.rawValue)) to \(app)."]
@@ -384,6 +392,7 @@ public final class LiveGrantService: @unchecked Sendable {
             let reached = try area.attach(folder, writable: writable)
             self.area = area
             attached[grant.id] = Attached(path: reached, folder: folder, starts: 1, pinned: false)
+            try? registration?.attached(grant.id, path: path)
             return LiveGrantReply(status: .granted, text: reached.bytes, bookmark: renewed)
         } catch {
             return LiveGrantReply(status: .refused, message: "\(error)")
@@ -417,6 +426,7 @@ public final class LiveGrantService: @unchecked Sendable {
         guard let area else { throw .notAttachable("no grant area") }
         try area.detach(entry.path)
         attached[id] = nil
+        try? registration?.detached(id)
         // A watch the command put there would go on telling it of changes.
         if let folder = entry.folder, running?.forgetWatches(of: folder) == false {
             throw .failed(step: "removing the command's watches in the folder", errno: .invalidArgument)
@@ -429,7 +439,7 @@ public final class LiveGrantService: @unchecked Sendable {
     func watch() -> (descriptor: CInt?, timeout: CInt)? {
         guard !attached.isEmpty || !watchedLaunchGrants.isEmpty else { return nil }
         if inotify < 0 { startWatching() }
-        let remaining = max(0, lastCheck + Self.recheckInterval - Self.now())
+        let remaining = max(0, min(lastCheck + Self.recheckInterval, followUps.first ?? .infinity) - Self.now())
         return (inotify >= 0 ? inotify : nil, CInt(remaining * 1000) + 1)
     }
 
@@ -482,7 +492,14 @@ public final class LiveGrantService: @unchecked Sendable {
         }
         // The state folder moved or was replaced: read it again where it is now.
         if moved { stopWatching() }
-        guard changed || Self.now() >= lastCheck + Self.recheckInterval else { return }
+        let now = Self.now()
+        // A write to the ledger's journal wakes us before its commit can be
+        // read (it shows through the shared memory, which sends no event):
+        // read again shortly after, and once more a little later.
+        if changed { followUps = [now + 0.005, now + 0.05] }
+        let followUpDue = followUps.first.map { now >= $0 } ?? false
+        if followUpDue { followUps.removeFirst() }
+        guard changed || followUpDue || now >= lastCheck + Self.recheckInterval else { return }
         check()
     }
 
@@ -505,7 +522,11 @@ public final class LiveGrantService: @unchecked Sendable {
         // A launch-time grant's mount goes once every grant it holds is revoked.
         let revoked = Set(launch.filter { known[$0.grant] != true }.map(\.name))
         if !revoked.isEmpty {
-            do { _ = try running?.detachLaunchGrants(revoked) } catch {
+            do {
+                for name in try running?.detachLaunchGrants(revoked) ?? [] {
+                    if let id = launchGrants[name] { try? registration?.detached(id) }
+                }
+            } catch {
                 running?.revocationFailed("detaching the launch-time grant \(revoked.sorted().joined(separator: ", ")): \(error)")
             }
         }
@@ -579,7 +600,7 @@ final class TerminalQuestion: LiveGrantQuestion {
 
 extension SandboxSession {
     /// The live-grant handler for a launch of `app` under `policy`.
-    public func liveGrantService(app: AppID, policy: Policy, picker: AskpassPicker?) -> LiveGrantService {
-        LiveGrantService(session: self, app: app, policy: policy, picker: picker)
+    public func liveGrantService(app: AppID, policy: Policy, picker: AskpassPicker?, registration: SandboxRegistration? = nil) -> LiveGrantService {
+        LiveGrantService(session: self, app: app, policy: policy, picker: picker, registration: registration)
     }
 }

@@ -10,8 +10,8 @@ int csb_pidfd_open(pid_t pid) {
     return (int)syscall(SYS_pidfd_open, pid, 0);
 }
 
-int csb_pidfd_send_signal(int pidfd, int signal) {
-    return (int)syscall(SYS_pidfd_send_signal, pidfd, signal, NULL, 0);
+int csb_pidfd_send_signal(int pidfd, int sig) {
+    return (int)syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0);
 }
 
 int csb_copy_fd_of_thread(pid_t tid, int fd) {

@@ -249,6 +249,7 @@ struct RunOptions {
                 try Picking.absolute(RawArguments.value(of: "--denials") ?? FilePath(denialsFile)) { SandboxError.usage("--denials \(denialsFile): \($0)") },
                 trust: session.linkTrust()) }
         var grantIDs: [String: GrantID] = [:]
+        var held: [SandboxRecord.Held] = []
         if !grants.isEmpty {
             let launchGrants = try Picking.launchGrants(
                 app: request.app, policy: policy, onStale: onStale ?? (Picking.hasTerminal ? .prompt : .fail),
@@ -257,8 +258,9 @@ struct RunOptions {
                 let (name, file) = try LaunchGrants.parse(spec)
                 let (rule, variable, grant) = try launchGrants.resolveGrant(name: name, bookmark: Picking.absolute(file))
                 request.folders.append(rule)
-                if let grant { grantIDs[name] = grant }
+                grantIDs[name] = grant
                 request.pathVariables[variable] = rule.path
+                held.append(SandboxRecord.Held(grant: grant, path: rule.path, kind: .fixed))
             }
         }
         for assignment in setEnvironment {
@@ -274,10 +276,25 @@ struct RunOptions {
         // (ConfinementPlan decides); an open panel asks through --picker, else on the relayed terminal.
         request.liveGrants = .attach
         LaunchPhases.mark("request")
+        // Recorded before the command starts, so that `grants revoke` can name
+        // this sandbox while it holds grants (nothing is written without one).
+        let registration = session.sandboxRegistration(app: request.app, view: view, command: RawArguments.command() ?? command.map { Array($0.utf8) })
+        do {
+            try registration.holdAtLaunch(held)
+            try launch(request, policy: policy, session: session, registration: registration, grantIDs: grantIDs)
+        } catch {
+            registration.end()
+            throw error
+        }
+    }
+
+    private func launch(
+        _ request: LaunchRequest, policy: Policy, session: SandboxSession, registration: SandboxRegistration, grantIDs: [String: GrantID]
+    ) throws -> Never {
         let plan = try ConfinementPlan(request)
         if plan.liveGrants != nil || !grantIDs.isEmpty {
             // The broker and the running grants keep the service for as long as they serve.
-            session.liveGrantService(app: request.app, policy: policy, picker: picker.map(AskpassPicker.init(program:)))
+            session.liveGrantService(app: request.app, policy: policy, picker: picker.map(AskpassPicker.init(program:)), registration: registration)
                 .serve(plan.liveGrants, running: plan.running, launchGrants: grantIDs)
         }
         if report || !plan.report.missing.isEmpty {
@@ -286,6 +303,9 @@ struct RunOptions {
         // Catch termination signals from now on, forward them once the child exists.
         ConfinedProcess.holdTerminationSignals()
         let process = try plan.launch()
+        try registration.setView(process.view)
+        // Launch-time grants with mounts of their own are taken away when revoked: revoke reports them cut.
+        try registration.detachable(plan.running.launchGrants.compactMap { grantIDs[$0] })
         if let notice = process.viewNotice {
             Console.notice("the private view could not be built (\(notice)): running in the host view (--best-effort)")
         }
@@ -303,6 +323,7 @@ struct RunOptions {
         let termination = try process.wait()
         LaunchPhases.mark("command ran")
         LaunchPhases.report()
+        registration.end()
         if let line = process.denials?.finish(termination) {
             Console.error(line.hasSuffix(", not explained") ? line.dropLast(", not explained".count) + "; run with --explain to see them" : line)
         }

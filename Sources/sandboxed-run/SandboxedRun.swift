@@ -138,6 +138,18 @@ enum Environment {
 /// The launcher's arguments as the kernel passed them: bytes. The parser
 /// sees Swift strings, where a name that is not UTF-8 has been altered.
 enum RawArguments {
+    /// The bytes of every argument after the first `--`; nil without one.
+    static func command() -> [[UInt8]]? {
+        var words: [[UInt8]] = []
+        var after = false
+        for index in 1..<max(1, Int(CommandLine.argc)) {
+            guard let pointer = CommandLine.unsafeArgv[index] else { break }
+            let argument = Array(UnsafeBufferPointer(start: UnsafeRawPointer(pointer).assumingMemoryBound(to: UInt8.self), count: strlen(pointer)))
+            if after { words.append(argument) } else if argument == Array("--".utf8) { after = true }
+        }
+        return after ? words : nil
+    }
+
     /// The bytes of the last `NAME VALUE` or `NAME=VALUE` among the arguments.
     static func value(of name: String) -> FilePath? {
         var found: FilePath?

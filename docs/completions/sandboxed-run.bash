@@ -286,13 +286,13 @@ _sandboxed-run_grants() {
     unset 'unparsed_words[0]'
     unparsed_words=("${unparsed_words[@]}")
     case "${subcommand}" in
-    list|revoke|rotate-key)
+    list|revoke|holders|rotate-key)
         # Offer subcommand argument completions
         "_sandboxed-run_grants_${subcommand}"
         ;;
     *)
         # Offer subcommand completions
-        COMPREPLY+=($(compgen -W 'list revoke rotate-key' -- "${cur}"))
+        COMPREPLY+=($(compgen -W 'list revoke holders rotate-key' -- "${cur}"))
         ;;
     esac
 }
@@ -314,7 +314,7 @@ _sandboxed-run_grants_list() {
 
 _sandboxed-run_grants_revoke() {
     repeating_flags=()
-    non_repeating_flags=(--version -h --help)
+    non_repeating_flags=(--end-holders --keep-holders --version -h --help)
     repeating_options=()
     non_repeating_options=(--grant --app --folder)
     __sandboxed-run_offer_flags_options 0
@@ -328,6 +328,21 @@ _sandboxed-run_grants_revoke() {
         return
         ;;
     '--folder')
+        return
+        ;;
+    esac
+}
+
+_sandboxed-run_grants_holders() {
+    repeating_flags=()
+    non_repeating_flags=(--version -h --help)
+    repeating_options=()
+    non_repeating_options=(--app)
+    __sandboxed-run_offer_flags_options 0
+
+    # Offer option value completions
+    case "${prev}" in
+    '--app')
         return
         ;;
     esac
