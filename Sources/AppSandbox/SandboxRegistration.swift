@@ -16,6 +16,8 @@ public final class SandboxRegistration: @unchecked Sendable {
     private let command: [[UInt8]]
     private var grants: [SandboxRecord.Held] = []
     private var records: RunningSandboxes?
+    /// False on a read-only state: nothing is recorded.
+    private var recordable = true
 
     init(session: SandboxSession, app: AppID, view: FileSystemView, command: [[UInt8]]) {
         self.session = session
@@ -33,7 +35,13 @@ public final class SandboxRegistration: @unchecked Sendable {
     public func holdAtLaunch(_ launched: [SandboxRecord.Held]) throws(GrantError) {
         guard !launched.isEmpty else { return }
         grants += launched
-        try write()
+        do {
+            try write()
+        } catch .stateDirectory(_, let errno) where errno == .permissionDenied || errno == .readOnlyFileSystem {
+            // A state the user made read-only: nothing can be revoked there
+            // either (revoke writes the ledger), so there is nothing to report.
+            recordable = false
+        }
         let broker = try session.broker()
         let live = try broker.liveness(of: launched.map(\.grant))
         if let revoked = launched.first(where: { live[$0.grant] != true }) {
@@ -83,6 +91,7 @@ public final class SandboxRegistration: @unchecked Sendable {
     }
 
     private func write() throws(GrantError) {
+        guard recordable else { return }
         if records == nil { records = try session.broker().runningSandboxes }
         let launcher: ProcessIdentity
         if let record {
