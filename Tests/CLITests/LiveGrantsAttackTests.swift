@@ -405,5 +405,28 @@ import Testing
         #expect(before > 0 && after - before < 16_384, "the launcher grew from \(before) kB to \(after) kB for one watch added 1000 times")
     }
 
+    /// The supervisor records the descriptor named as a watch's inotify
+    /// instance before the watch is made, whatever it is: a call on a pipe
+    /// (or any file) fails with EINVAL, but the launcher keeps its copy for
+    /// the rest of the run, in one of its 256 instance slots. 300 such calls
+    /// leave the launcher holding 256 of the command's pipe write ends (a
+    /// reader never sees their end) and every later real watch refused
+    /// (ENOSPC). Expected: only inotify instances are recorded, so a real
+    /// watch still works afterwards.
+    @Test(.enabled(if: python, "needs python3 inside the sandbox"))
+    func descriptorsThatAreNoInstanceFillTheInstanceSlots() throws {
+        let code = #"""
+            import ctypes, os
+            libc = ctypes.CDLL(None, use_errno=True)
+            pipes = [os.pipe() for i in range(300)]
+            refused = sum(1 for r, w in pipes if libc.inotify_add_watch(w, b"/tmp", 0x100) < 0)
+            for r, w in pipes: os.close(w)
+            fd = libc.inotify_init1(0)
+            print("refused", refused, "then a real watch", "added" if libc.inotify_add_watch(fd, b"/tmp", 0x100) >= 0 else "refused")
+            """#
+        let result = try run("python3 -c '\(code)'")
+        #expect(result.stdout == "refused 300 then a real watch added\n", "\(result)")
+    }
+
     static let canBecomeNobody = getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv")
 }
