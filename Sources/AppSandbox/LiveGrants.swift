@@ -192,6 +192,9 @@ public final class LiveGrantService: @unchecked Sendable {
     private var lastCheck = 0.0
     /// The backstop: the ledger is read this often (seconds) even without news of a change.
     public static let recheckInterval = 1.0
+    /// When `serve` was called, and how long a sandbox with only launch-time grants runs before its ledger is watched (seconds).
+    private var servedAt = LiveGrantService.now()
+    static let watchAfter = 0.05
     /// When to read the ledger again after news of a change (seconds, monotonic).
     private var followUps: [Double] = []
     /// Ledger checks made so far (for tests and benchmarks).
@@ -227,6 +230,7 @@ public final class LiveGrantService: @unchecked Sendable {
         broker?.handler = { request, context in self.handle(request, context: context) }
         self.running = running
         self.launchGrants = launchGrants
+        servedAt = Self.now()
         running.watch = { self.watch() }
         running.recheck = { self.recheck() }
     }
@@ -438,8 +442,19 @@ public final class LiveGrantService: @unchecked Sendable {
     /// What the launcher's wait loop polls while folders are attached.
     func watch() -> (descriptor: CInt?, timeout: CInt)? {
         guard !attached.isEmpty || !watchedLaunchGrants.isEmpty else { return nil }
-        if inotify < 0 { startWatching() }
-        let remaining = max(0, min(lastCheck + Self.recheckInterval, followUps.first ?? .infinity) - Self.now())
+        let now = Self.now()
+        // Launch-time grants only: the watch starts once the command has run
+        // `watchAfter` (closing an inotify instance waits for an SRCU grace
+        // period, some 13 ms here, which a short command would pay at its
+        // exit), with a check of the ledger then for what came before.
+        if inotify < 0, attached.isEmpty, now < servedAt + Self.watchAfter {
+            return (nil, CInt((servedAt + Self.watchAfter - now) * 1000) + 1)
+        }
+        if inotify < 0 {
+            startWatching()
+            followUps.insert(now, at: 0)
+        }
+        let remaining = max(0, min(lastCheck + Self.recheckInterval, followUps.first ?? .infinity) - now)
         return (inotify >= 0 ? inotify : nil, CInt(remaining * 1000) + 1)
     }
 

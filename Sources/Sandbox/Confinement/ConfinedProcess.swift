@@ -637,7 +637,11 @@ public final class ConfinedProcess: @unchecked Sendable {
             if fds[0].revents != 0 {
                 do {
                     switch try keeper.next() {
-                    case .exited(let value): status = value
+                    case .exited(let value):
+                        status = value
+                        // Every process of the command is gone: the mounts we hold in its
+                        // view go now, with the view, not one by one when the launcher exits.
+                        running?.release()
                     case .ended: break loop
                     default: continue
                     }

@@ -340,6 +340,13 @@ public final class RunningGrants: @unchecked Sendable {
         return watchForgetter(identity)
     }
 
+    /// The command is gone: nothing is attached or taken away any more.
+    func release() {
+        launchMounts = []
+        area?.close()
+        area = nil
+    }
+
     /// A revoked grant stays reachable: the sandbox must end.
     public func revocationFailed(_ reason: String) {
         if failedRevocation == nil { failedRevocation = reason }
@@ -400,7 +407,7 @@ public final class LiveGrantArea: @unchecked Sendable {
         let area: OwnedDescriptor?
         let areaView: OwnedDescriptor?
     }
-    private let mounts: Mounts?
+    private var mounts: Mounts?
     /// The launcher's end of the helper's socket, and the helper's pidfd.
     private var helper: (socket: OwnedDescriptor, pidfd: OwnedDescriptor?)?
     let executeAllowed: Bool
@@ -429,6 +436,13 @@ public final class LiveGrantArea: @unchecked Sendable {
     }
 
     deinit { stopHelper() }
+
+    /// The sandbox ended: the helper is stopped and the mounts are let go
+    /// (others may still hold this object, the broker among them).
+    func close() {
+        stopHelper()
+        mounts = nil
+    }
 
     /// The helper exits when our end of its socket closes; it is reaped here.
     func stopHelper() {
@@ -520,7 +534,7 @@ public final class LiveGrantArea: @unchecked Sendable {
     }
 
     /// Whether folders can be attached (the sandbox has an area).
-    public var canAttach: Bool { mounts == nil || mounts?.area != nil }
+    public var canAttach: Bool { helper != nil && mounts == nil || mounts?.area != nil }
 
     /// Detaches a launch-time grant's mount (`mount`: its root, as the
     /// keeper attached it). True when it was detached now, false when it
