@@ -74,6 +74,9 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
+        // An app written only against the Apple-like API (SecurityScope, OpenPanel,
+        // SecurityScopedURL): the same binary unconfined and under `run`.
+        .executableTarget(name: "scoped-notes", dependencies: ["AppSandbox"], path: "Examples/ScopedNotes"),
         .executableTarget(name: "grants-benchmark", dependencies: ["Grants", "Sandbox"], path: "Benchmarks/GrantsBenchmark"),
         .executableTarget(
             name: "bookmark-fuzzer",
@@ -83,9 +86,15 @@ let package = Package(
         // What Foundation reads from a policy's bytes: the oracle of the fuzzer and the agreement tests.
         .target(name: "PolicyOracle", dependencies: ["PropertyLists"], path: "Fuzz/PolicyOracle"),
         .executableTarget(name: "policy-fuzzer", dependencies: ["Sandbox", "Policies", "PolicyOracle"], path: "Fuzz/PolicyFuzzer"),
-        .testTarget(name: "SandboxTests", dependencies: ["Sandbox", "CSyscalls", "CLaunch", "CSeccomp", "Policies", "PolicyOracle"]),
+        // What every message on the live-grant broker's socket must get: the oracle of the fuzzer and of LiveGrantFuzzTests.
+        .target(name: "LiveGrantOracle", dependencies: ["Sandbox"], path: "Fuzz/LiveGrantOracle"),
+        .executableTarget(name: "live-grant-fuzzer", dependencies: ["Sandbox", "LiveGrantOracle"], path: "Fuzz/LiveGrantFuzzer"),
+        .testTarget(
+            name: "SandboxTests",
+            dependencies: ["Sandbox", "CSyscalls", "CLaunch", "CSeccomp", "Policies", "PolicyOracle", "LiveGrantOracle"]
+        ),
         .testTarget(name: "GrantsTests", dependencies: ["Grants", "Sandbox", "AppSandbox", "CSyscalls"]),
-        .testTarget(name: "CLITests", dependencies: ["sandboxed-run", "grants-benchmark"]),
+        .testTarget(name: "CLITests", dependencies: ["sandboxed-run", "grants-benchmark", "scoped-notes"]),
         .testTarget(name: "CoordinationTests", dependencies: ["Coordination", "Sandbox", "sandboxed-run"]),
     ],
     swiftLanguageModes: [.v6]

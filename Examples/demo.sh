@@ -45,6 +45,23 @@ run cat "$work/Vault/daily/"*.md
 run "$bin" run --app com.example.thief --grant "VAULT=$work/vault.bookmark" -- /bin/true
 run "$bin" grants list
 
+say "Live grants: the running app asks for a folder, you answer outside it, revoke takes it back"
+mkdir -p "$work/Photos" && echo "beach.jpg" > "$work/Photos/index"
+printf '#!/bin/sh\nprintf "%%s\\n" "%s"\n' "$work/Photos" > "$work/picker" && chmod +x "$work/picker"
+live='
+cat "$PHOTOS/index" 2>/dev/null || echo "before asking: no such folder here"
+p=$("$SANDBOXED_RUN" open-panel --read-only --prompt "Your photos?" -o "$SANDBOX_CONTAINER/photos.bookmark") || exit
+echo "granted at $p: $(cat "$p/index")"'
+run "$bin" run --app com.example.viewer --picker "$work/picker" --setenv "PHOTOS=$work/Photos" -- /bin/sh -c "$live"
+later='
+p=$("$SANDBOXED_RUN" start-accessing "$SANDBOX_CONTAINER/photos.bookmark") && echo "a later run, no --grant: $(cat "$p/index")"
+: > "$SANDBOX_CONTAINER/started"; sleep 1
+cat "$p/index" 2>/dev/null || echo "after grants revoke: gone from the running app"'
+"$bin" run --app com.example.viewer -- /bin/sh -c "$later" &
+until [ -e "$work"/data/sandboxed-run/containers/com.example.viewer/*/started ]; do sleep 0.05; done
+run "$bin" grants revoke --app com.example.viewer
+wait
+
 say "Stale bookmarks: moved folders are noticed, replaced ones are never followed"
 Examples/stale-bookmark-recovery.sh "$bin"
 

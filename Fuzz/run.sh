@@ -3,12 +3,15 @@
 #   Fuzz/run.sh [SECONDS]           the bookmark decoder
 #   Fuzz/run.sh policy [SECONDS]    the policy reader (XML and binary property lists, JSON),
 #                                   seeded from Fuzz/PolicyCorpus and Fuzz/policy-seeds.py --large
+#   Fuzz/run.sh live-grant [SECONDS] the live-grant wire protocol: both decoders, and a real broker
+#                                   serving each input through its socket (Fuzz/LiveGrantOracle),
+#                                   seeded from Fuzz/LiveGrantCorpus
 # Further arguments go to libFuzzer, e.g. `Fuzz/run.sh policy 36000 -runs=10000000`.
 # Findings land in Fuzz/findings/ (git-ignored).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 target=bookmark
-if [ "${1:-}" = bookmark ] || [ "${1:-}" = policy ]; then
+if [ "${1:-}" = bookmark ] || [ "${1:-}" = policy ] || [ "${1:-}" = live-grant ]; then
     target="$1"
     shift
 fi
@@ -33,6 +36,12 @@ if [ "$target" = policy ]; then
     python3 Fuzz/policy-seeds.py --large "$corpus"
     flags=(-timeout=2 -dict=Fuzz/policy.dict)
     corpora=("$corpus" Fuzz/PolicyCorpus)
+elif [ "$target" = live-grant ]; then
+    # Past the largest request (8198 bytes); each input is decoded and served
+    # in microseconds with buffers of at most 64 KiB: a second, or a single
+    # allocation of 64 MiB, is a finding.
+    flags=(-max_len=8400 -timeout=2 -malloc_limit_mb=64)
+    corpora=("$corpus" Fuzz/LiveGrantCorpus)
 fi
 # A corpus folder among the arguments goes first: new inputs are kept there.
 extra=()

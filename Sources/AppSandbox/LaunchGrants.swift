@@ -89,6 +89,12 @@ public struct LaunchGrants {
     /// Resolves the bookmark at `path` (absolute) for grant `name`: the rule
     /// for the launch and the variable that names the folder for the command.
     public func resolve(name: String, bookmark path: String) throws -> (rule: PathRule, variable: String) {
+        let resolved = try resolveGrant(name: name, bookmark: path)
+        return (resolved.rule, resolved.variable)
+    }
+
+    /// `resolve`, with the grant the rule is for (what the sandbox's record names).
+    public func resolveGrant(name: String, bookmark path: String) throws -> (rule: PathRule, variable: String, grant: GrantID) {
         let fail = { (problem: LaunchGrantProblem) in LaunchGrantError(grant: name, file: path, problem: problem) }
         guard let allowed = GrantAccess.readWrite.pathAccess(allowedBy: policy) else {
             throw fail(.policyTakesNoGrants(policy: policy.source))
@@ -140,9 +146,9 @@ public struct LaunchGrants {
 
     private func rule(
         for resolution: BookmarkResolution, name: String, allowed: Policy.PathAccess, _ fail: (LaunchGrantProblem) -> LaunchGrantError
-    ) throws -> (rule: PathRule, variable: String) {
+    ) throws -> (rule: PathRule, variable: String, grant: GrantID) {
         guard resolution.status == .fresh || resolution.status == .moved, let folder = resolution.folder,
-              let path = resolution.currentPath else {
+              let path = resolution.currentPath, let grant = resolution.grant else {
             throw fail(.unusable(status: resolution.status, message: resolution.message))
         }
         // The folder may have come to hold the broker's own state since it was granted.
@@ -152,7 +158,7 @@ public struct LaunchGrants {
             notice(.downgraded(grant: name, policy: policy.source, path: path))
             granted = .readOnly
         }
-        return (PathRule(grant: name, path: path, descriptor: folder, access: granted), "SANDBOX_GRANT_\(name)")
+        return (PathRule(grant: name, path: path, descriptor: folder, access: granted), "SANDBOX_GRANT_\(name)", grant.id)
     }
 }
 

@@ -51,10 +51,17 @@ void csb_report_send(int fd, int stage, int error, int value, int passed_fd);
 /// -1 with errno and `failure` (a csb_view_failure, or the failing step).
 /// The root is final afterwards, with the sandbox's /proc when
 /// `proc_mounted` says so; /dev/shm is still to mount.
-int csb_view_build(const struct csb_child_plan *plan, const struct csb_keeper_plan *keeper, int loopback_up, int *failure, int *proc_mounted);
+int csb_view_build(const struct csb_child_plan *plan, const struct csb_keeper_plan *keeper, int loopback_up, int report_fd, int *failure, int *proc_mounted);
 
 /// Brings up the loopback interface of the caller's network namespace (view.c).
 int csb_loopback_up(void);
+
+/// Live grants (grantarea.c). While the view is built (`root`: its tmpfs,
+/// not yet entered): mounts the area and adds its rules.
+int csb_grant_area_build(const struct csb_child_plan *plan, const struct csb_keeper_plan *keeper, int root);
+/// Hands the area's writable mount and its O_PATH in the view to the
+/// launcher (CSB_KEEPER_GRANT_AREA, value 0 and 1), and closes both.
+int csb_grant_area_send(int report_fd);
 
 /// Opens the command's pty in the view's own devpts, with the plan's modes and size.
 int csb_view_pty(const struct csb_keeper_plan *keeper, int *master, int *terminal);

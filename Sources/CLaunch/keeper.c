@@ -334,7 +334,7 @@ static int csb_keeper_enter_namespaces(const struct csb_child_plan *plan, const 
         // Every mount but /tmp, /dev/shm and the writable binds is
         // read-only in the view: what read-only mounts give the host view.
         int failure = 0, proc_mounted = 0;
-        if (csb_view_build(plan, keeper, joined, &failure, &proc_mounted) != 0) {
+        if (csb_view_build(plan, keeper, joined, report_fd, &failure, &proc_mounted) != 0) {
             csb_report_send(report_fd, CSB_KEEPER_VIEW, errno, failure, -1);
             _exit(127);
         }
@@ -416,6 +416,8 @@ __attribute__((noreturn)) static void csb_keeper(const struct csb_child_plan *pl
             child_plan.stdio_reopen[i] = NULL;
         }
     }
+    // The grant area's mounts go to the launcher, whose helper mounts there.
+    if ((namespaces & CSB_NAMESPACES_VIEW) && keeper->grant_area) csb_grant_area_send(report_fd);
     prctl(PR_SET_NAME, "sandbox-keeper", 0, 0, 0);  // for ps; a failure changes nothing else
     if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0) csb_keeper_fail(report_fd, CSB_KEEPER_SUBREAPER);
     if (keeper->scope_signals) {

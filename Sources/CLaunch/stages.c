@@ -34,6 +34,8 @@ const char *csb_stage_name(int stage) {
     case CSB_KEEPER_VIEW: return "building the private view";
     case CSB_KEEPER_PTY_MASTER: return "the command's pty (its master)";
     case CSB_KEEPER_PTY_TERMINAL: return "the command's pty (its terminal side)";
+    case CSB_KEEPER_GRANT_AREA: return "the live grants' area";
+    case CSB_KEEPER_VIEW_GRANT: return "a grant's mount in the view";
     }
     return 0;
 }

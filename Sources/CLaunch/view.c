@@ -140,7 +140,7 @@ static int csb_is_inode(int fd, uint64_t device, uint64_t inode) {
 }
 
 // One bind: 1 done, 0 skipped (an optional step whose name leads elsewhere), -1 failed.
-static int csb_view_bind(int root, const struct csb_view_step *step) {
+static int csb_view_bind(int root, const struct csb_view_step *step, int index, int report_fd) {
     int optional = (step->flags & CSB_VIEW_OPTIONAL) != 0;
     int recursive = (step->flags & CSB_VIEW_RECURSIVE) != 0;
     // The host's path, in the namespace this keeper copied: the launcher
@@ -181,11 +181,14 @@ static int csb_view_bind(int root, const struct csb_view_step *step) {
         // A mount point the steps made on the keeper's own tmpfs.
         result = move_mount(clone, "", root, step->target, MOVE_MOUNT_F_EMPTY_PATH);
     }
+    // The clone's descriptor is now the attached mount's root: the
+    // launcher's grant helper detaches it by that when the grant is revoked.
+    if (result == 0 && (step->flags & CSB_VIEW_REVOCABLE)) csb_report_send(report_fd, CSB_KEEPER_VIEW_GRANT, 0, index, clone);
     csb_close_saving_errno(clone);
     return result == 0 ? 1 : -1;
 }
 
-static int csb_view_step(int root, const struct csb_view_step *step) {
+static int csb_view_step(int root, const struct csb_view_step *step, int index, int report_fd) {
     switch (step->kind) {
     case CSB_VIEW_DIRECTORY: return mkdirat(root, step->target, 0755);
     case CSB_VIEW_FILE: return mknodat(root, step->target, S_IFREG | 0644, 0);
@@ -194,7 +197,7 @@ static int csb_view_step(int root, const struct csb_view_step *step) {
         return symlinkat(step->source, root, step->target);
     case CSB_VIEW_BIND:
         if (step->source == NULL) { errno = EINVAL; return -1; }
-        return csb_view_bind(root, step) < 0 ? -1 : 0;
+        return csb_view_bind(root, step, index, report_fd) < 0 ? -1 : 0;
     case CSB_VIEW_CHECK: {
         int target = csb_open_beneath(root, step->target);
         if (target < 0) return -1;
@@ -248,7 +251,7 @@ static int csb_view_fail(int *failure, int code) {
     return -1;
 }
 
-int csb_view_build(const struct csb_child_plan *plan, const struct csb_keeper_plan *keeper, int loopback_up, int *failure, int *proc_mounted) {
+int csb_view_build(const struct csb_child_plan *plan, const struct csb_keeper_plan *keeper, int loopback_up, int report_fd, int *failure, int *proc_mounted) {
     *proc_mounted = 0;
     if (keeper->private_network && !loopback_up && csb_loopback_up() != 0) return csb_view_fail(failure, CSB_VIEW_FAILED_NETWORK);
     struct csb_view_mounts mounts = { -1, -1, -1, -1, -1 };
@@ -279,10 +282,14 @@ int csb_view_build(const struct csb_child_plan *plan, const struct csb_keeper_pl
         goto done;
     }
     for (int i = 0; i < keeper->view_steps_count; i++) {
-        if (csb_view_step(mounts.root, &keeper->view_steps[i]) != 0) {
+        if (csb_view_step(mounts.root, &keeper->view_steps[i], i, report_fd) != 0) {
             csb_view_fail(failure, i);
             goto done;
         }
+    }
+    if (keeper->grant_area && csb_grant_area_build(plan, keeper, mounts.root) != 0) {
+        csb_view_fail(failure, CSB_VIEW_FAILED_GRANT_AREA);
+        goto done;
     }
     mounts.pts = csb_devpts();
     if (mounts.pts < 0 || move_mount(mounts.pts, "", mounts.dev, "pts", MOVE_MOUNT_F_EMPTY_PATH) != 0) {

@@ -10,6 +10,10 @@ int csb_pidfd_open(pid_t pid) {
     return (int)syscall(SYS_pidfd_open, pid, 0);
 }
 
+int csb_pidfd_send_signal(int pidfd, int sig) {
+    return (int)syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0);
+}
+
 int csb_copy_fd_of_thread(pid_t tid, int fd) {
     // PIDFD_THREAD (Linux 6.9) names a thread that does not lead its group.
     int pidfd = (int)syscall(SYS_pidfd_open, tid, O_EXCL);
@@ -138,4 +142,14 @@ void csb_forward_signals_stop(pid_t pid) {
 
 int csb_socket_network_namespace(int socket) {
     return ioctl(socket, SIOCGSKNS);
+}
+
+int csb_same_open_file(int a, int b) {
+    pid_t self = getpid();
+    long same = syscall(SYS_kcmp, self, self, 0 /* KCMP_FILE */, (unsigned long)a, (unsigned long)b);
+    return same < 0 ? -1 : same == 0;
+}
+
+int csb_inotify_rm_watch(int instance, int watch) {
+    return inotify_rm_watch(instance, watch);
 }

@@ -467,27 +467,75 @@ public final class GrantBroker {
         try reading()?.find(id)
     }
 
+    /// Whether each grant is live (neither revoked, pending nor unknown),
+    /// read from the ledger now, never from the launch cache.
+    public func liveness(of ids: [GrantID]) throws(GrantError) -> [GrantID: Bool] {
+        var live: [GrantID: Bool] = [:]
+        for id in ids { live[id] = try record(id)?.isLive ?? false }
+        return live
+    }
+
+    /// The grant a bookmark of `app` names, when it is authentic and sealed
+    /// for `app` (nothing else is checked: not the ledger, not the folder);
+    /// nil otherwise.
+    public func grantID(of blob: [UInt8], app: AppID) -> GrantID? {
+        guard let (bookmark, _) = try? Bookmark.open(blob, app: app, keys: { id in try self.keyring.key(id) }) else { return nil }
+        return bookmark.token.id
+    }
+
+    /// The ledger's file name in the state folder (with SQLite's `-wal` and `-shm` beside it).
+    public static let ledgerFileName = Ledger.fileName
+
+    /// The state folder's descriptor, to watch it for changes (inotify through /proc/self/fd).
+    public var stateDescriptor: CInt { state.descriptor.rawValue }
+
+    /// Which grants `revoke` takes back.
+    public enum Revocation: Sendable {
+        /// One grant, by id or a unique prefix of it.
+        case grant(String)
+        /// Every grant of an app.
+        case app(AppID)
+        /// Every grant of the folder at this path, for every app.
+        case folder(String)
+    }
+
+    /// Revokes the grants `selection` names: how many were live, and every
+    /// grant it names, revoked now or before (a running sandbox may still
+    /// hold one revoked earlier).
+    public func revoke(_ selection: Revocation) throws(GrantError) -> (revoked: Int, named: Set<GrantID>) {
+        switch selection {
+        case .grant(let prefix):
+            let matches = try reading()?.find(prefix: prefix.lowercased()) ?? []
+            guard matches.count == 1 else {
+                throw .ledger(matches.isEmpty ? "no grant has an id starting with \(prefix): see `sandboxed-run grants list`" : "more than one grant starts with \(prefix): give more digits")
+            }
+            return (try writing().revoke(id: matches[0].id, at: Int64(time(nil))), [matches[0].id])
+        case .app(let app):
+            guard try reading() != nil else { return (0, []) }
+            let count = try writing().revoke(app: app.rawValue, at: Int64(time(nil)))
+            return (count, Set(try list(app: app).map(\.id)))
+        case .folder(let path):
+            let fd: OwnedDescriptor
+            do { fd = try .openPath(FilePath(path), follow: true) } catch { throw .folderNotFound(path) }
+            let handle = try FolderIdentity.of(fd, path: FilePath(path)).handle
+            guard try reading() != nil else { return (0, []) }
+            let count = try writing().revoke(handle: handle, at: Int64(time(nil)))
+            return (count, Set(try reading()?.find(handle: handle).map(\.id) ?? []))
+        }
+    }
+
     /// Revokes one grant by id (or a unique prefix of it).
     public func revoke(grant prefix: String) throws(GrantError) -> Int {
-        let matches = try reading()?.find(prefix: prefix.lowercased()) ?? []
-        guard matches.count == 1 else {
-            throw .ledger(matches.isEmpty ? "no grant has an id starting with \(prefix): see `sandboxed-run grants list`" : "more than one grant starts with \(prefix): give more digits")
-        }
-        return try writing().revoke(id: matches[0].id, at: Int64(time(nil)))
+        try revoke(.grant(prefix)).revoked
     }
 
     public func revoke(app: AppID) throws(GrantError) -> Int {
-        guard try reading() != nil else { return 0 }
-        return try writing().revoke(app: app.rawValue, at: Int64(time(nil)))
+        try revoke(.app(app)).revoked
     }
 
     /// Revokes every grant of the folder at `path`, for every app.
     public func revoke(folder path: String) throws(GrantError) -> Int {
-        let fd: OwnedDescriptor
-        do { fd = try .openPath(FilePath(path), follow: true) } catch { throw .folderNotFound(path) }
-        let handle = try FolderIdentity.of(fd, path: FilePath(path)).handle
-        guard try reading() != nil else { return 0 }
-        return try writing().revoke(handle: handle, at: Int64(time(nil)))
+        try revoke(.folder(path)).revoked
     }
 
     /// Seals new bookmarks with a new key. Old bookmarks resolve as stale

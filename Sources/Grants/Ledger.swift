@@ -301,6 +301,13 @@ final class Ledger {
         return try statement.rows()
     }
 
+    /// Every grant of the folder with file handle `handle`, for every app.
+    func find(handle: [UInt8]) throws(GrantError) -> [GrantRecord] {
+        let statement = try prepare("SELECT \(columns) FROM grants WHERE handle = ?")
+        try statement.bind(handle)
+        return try statement.rows()
+    }
+
     func list(app: String?) throws(GrantError) -> [GrantRecord] {
         let statement: Statement
         if let app {

@@ -373,7 +373,12 @@ public enum AtomicFile {
     }
 
     private static func fill(_ file: OwnedDescriptor, with bytes: [UInt8], mode: mode_t, sync: Bool) throws(Errno) {
-        _ = try syscallRetrying { fchmod(file.rawValue, mode) }
+        // Made with `mode`; only a umask that took bits away needs a chmod.
+        // Inside a supervised sandbox a chmod of an unnamed file is refused
+        // (the supervisor cannot place it), so none is made when none is needed.
+        if try file.status().st_mode & 0o7777 != mode {
+            _ = try syscallRetrying { fchmod(file.rawValue, mode) }
+        }
         var offset = 0
         while offset < bytes.count {
             offset += try syscallRetrying {

@@ -26,11 +26,14 @@ public enum SandboxError: Error, Equatable, CustomStringConvertible, Sendable {
     /// The private view could not be built here, and why (exit 125). A
     /// launch with `CompatibilityLevel.bestEffort` runs in the host view instead.
     case viewUnavailable(String)
+    /// A grant was revoked while the command ran and could not be taken
+    /// away from it: the sandbox was ended instead (exit 125).
+    case revocationFailed(String)
 
     public var exitCode: Int32 {
         switch self {
         case .usage, .policy, .protectionUnavailable, .setup, .descriptorNotOpen, .explainUnsupported, .workingDirectoryUnreachable, .denialLog,
-             .viewUnavailable: 125
+             .viewUnavailable, .revocationFailed: 125
         case .cannotExecute: 126
         case .notFound: 127
         }
@@ -60,6 +63,8 @@ public enum SandboxError: Error, Equatable, CustomStringConvertible, Sendable {
             "the denials log\(path.map { " " + Printable.path($0) } ?? ""): \(problem)"
         case .viewUnavailable(let reason):
             "the private view (a root holding only the container, the grants and the policy's system paths) could not be built: \(reason)"
+        case .revocationFailed(let reason):
+            "a grant was revoked while the command ran and could not be taken away from it (\(reason)): the sandbox was ended"
         case .explainUnsupported:
             "explaining denials needs seccomp user notification (Linux 5.0 or later), which this kernel lacks"
         case .workingDirectoryUnreachable(let path):

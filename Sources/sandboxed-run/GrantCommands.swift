@@ -182,8 +182,8 @@ struct GrantReport: Encodable {
 struct GrantsCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "grants",
-        abstract: "List and revoke grants; rotate the broker's key.",
-        subcommands: [List.self, Revoke.self, RotateKey.self]
+        abstract: "List and revoke grants; list the running sandboxes that hold them; rotate the broker's key.",
+        subcommands: [List.self, Revoke.self, Holders.self, RotateKey.self]
     )
 
     struct List: ParsableCommand {
@@ -212,21 +212,39 @@ struct GrantsCommand: ParsableCommand {
     struct Revoke: ParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "revoke",
-            abstract: "Revoke grants by id, app or folder; takes effect at the next launch.")
+            abstract: "Revoke grants by id, app or folder; say which running sandboxes still hold them, and offer to end those.",
+            discussion: """
+                The ledger is changed first: no launch after it gets the folder. Then running sandboxes that hold a \
+                revoked grant are named. A folder attached while running (private view) is detached by its launcher: \
+                revoke waits up to \(Int(Holding.detachWait)) s for that and says it was cut. A folder given at launch \
+                stays reachable in a running sandbox until it ends (Landlock cannot take a right back; in the host view \
+                this is every grant): those sandboxes are listed, and with --end-holders, or when you answer y on a \
+                terminal, their launchers get SIGTERM (SIGKILL after \(Int(Holding.grace)) s), identified by pid and \
+                start time so that no process that reused a pid is signalled. Nothing is ended otherwise. \
+                Exit codes: 0 revoked, and no running sandbox still holds a revoked folder; 3 revoked, but a running \
+                sandbox listed still holds one (not ended, could not be ended, or recorded in another pid namespace); \
+                125 anything else (the ledger is unchanged unless "revoked" was printed).
+                """)
         @Option(help: "A grant id (or a unique prefix), as `grants list` shows.") var grant: String?
         @Option(help: "Every grant of this app.") var app: String?
         @Option(help: "Every grant of this folder, for every app.") var folder: String?
+        @Flag(help: "End the running sandboxes that still hold a revoked folder, without asking.") var endHolders = false
+        @Flag(help: "Neither end nor ask about running sandboxes that still hold a revoked folder.") var keepHolders = false
 
         func run() throws {
+            guard !(endHolders && keepHolders) else { throw ValidationError("give at most one of --end-holders and --keep-holders") }
             let broker = try Picking.open()
-            let count: Int
+            let selection: GrantBroker.Revocation
             switch (grant, app, folder) {
-            case (let grant?, nil, nil): count = try broker.revoke(grant: grant)
-            case (nil, let app?, nil): count = try broker.revoke(app: try AppID(app))
-            case (nil, nil, let folder?): count = try broker.revoke(folder: Picking.absolute(folder))
+            case (let grant?, nil, nil): selection = .grant(grant)
+            case (nil, let app?, nil): selection = .app(try AppID(app))
+            case (nil, nil, let folder?): selection = .folder(try Picking.absolute(folder))
             default: throw ValidationError("give exactly one of --grant, --app or --folder")
             }
+            let (count, named) = try broker.revoke(selection)
             print("revoked \(count) grant\(count == 1 ? "" : "s")")
+            let report = RevokeReport(running: broker.runningSandboxes, named: named)
+            guard try report.run(end: endHolders ? true : keepHolders ? false : nil) else { throw ExitCode(3) }
         }
     }
 

@@ -62,6 +62,9 @@ struct Run: ParsableCommand {
     @Option(help: "private (default): a root holding only the container, the grants and the policy's system paths, and a network namespace of its own without a network entitlement; host: the host's tree, read-only where the rules allow, every other path visible to stat.")
     var view: FileSystemView?
 
+    @Option(help: "A program that asks the person for a folder while the command runs (`$SANDBOXED_RUN open-panel` inside): run unconfined with the prompt as its argument, it prints the chosen folder's absolute path and a newline. Without it, the person is asked on the terminal the launcher relays. Needs the private view and a policy with a user-selected key.")
+    var picker: String?
+
     @Argument(parsing: .captureForPassthrough, help: "The command and its arguments, after --.")
     var command: [String] = []
 
@@ -93,6 +96,7 @@ struct RunOptions {
     var denialsLimit: String?
     var superviseMetadata = false
     var view: FileSystemView = .private
+    var picker: String?
     var command: [String] = []
 
     /// One option: its name, whether it takes a value and may repeat, and
@@ -151,6 +155,7 @@ struct RunOptions {
             }
             options.view = view
         },
+        .value("--picker") { options, text in options.picker = text },
     ]
 
     /// Parses `run`'s words: options, then the command, after `--` or from
@@ -243,15 +248,19 @@ struct RunOptions {
         if let denialsFile { request.denialLog = try DenialLog.open(
                 try Picking.absolute(RawArguments.value(of: "--denials") ?? FilePath(denialsFile)) { SandboxError.usage("--denials \(denialsFile): \($0)") },
                 trust: session.linkTrust()) }
+        var grantIDs: [String: GrantID] = [:]
+        var held: [SandboxRecord.Held] = []
         if !grants.isEmpty {
             let launchGrants = try Picking.launchGrants(
                 app: request.app, policy: policy, onStale: onStale ?? (Picking.hasTerminal ? .prompt : .fail),
                 onMissing: onMissing)
             for spec in grants {
                 let (name, file) = try LaunchGrants.parse(spec)
-                let (rule, variable) = try launchGrants.resolve(name: name, bookmark: Picking.absolute(file))
+                let (rule, variable, grant) = try launchGrants.resolveGrant(name: name, bookmark: Picking.absolute(file))
                 request.folders.append(rule)
+                grantIDs[name] = grant
                 request.pathVariables[variable] = rule.path
+                held.append(SandboxRecord.Held(grant: grant, path: rule.path, kind: .fixed))
             }
         }
         for assignment in setEnvironment {
@@ -263,14 +272,40 @@ struct RunOptions {
 
         request.readOnlyMounts = !superviseMetadata
         request.view = view
+        // The broker's socket only where the policy has a live-grant key
+        // (ConfinementPlan decides); an open panel asks through --picker, else on the relayed terminal.
+        request.liveGrants = .attach
         LaunchPhases.mark("request")
+        // Recorded before the command starts, so that `grants revoke` can name
+        // this sandbox while it holds grants (nothing is written without one).
+        let registration = session.sandboxRegistration(app: request.app, view: view, command: RawArguments.command() ?? command.map { Array($0.utf8) })
+        do {
+            try registration.holdAtLaunch(held)
+            try launch(request, policy: policy, session: session, registration: registration, grantIDs: grantIDs)
+        } catch {
+            registration.end()
+            throw error
+        }
+    }
+
+    private func launch(
+        _ request: LaunchRequest, policy: Policy, session: SandboxSession, registration: SandboxRegistration, grantIDs: [String: GrantID]
+    ) throws -> Never {
         let plan = try ConfinementPlan(request)
+        if plan.liveGrants != nil || !grantIDs.isEmpty {
+            // The broker and the running grants keep the service for as long as they serve.
+            session.liveGrantService(app: request.app, policy: policy, picker: picker.map(AskpassPicker.init(program:)), registration: registration)
+                .serve(plan.liveGrants, running: plan.running, launchGrants: grantIDs)
+        }
         if report || !plan.report.missing.isEmpty {
             Console.lines(plan.report.text.split(separator: "\n").map(String.init))
         }
         // Catch termination signals from now on, forward them once the child exists.
         ConfinedProcess.holdTerminationSignals()
         let process = try plan.launch()
+        try registration.setView(process.view)
+        // Launch-time grants with mounts of their own are taken away when revoked: revoke reports them cut.
+        try registration.detachable(plan.running.launchGrants.compactMap { grantIDs[$0] })
         if let notice = process.viewNotice {
             Console.notice("the private view could not be built (\(notice)): running in the host view (--best-effort)")
         }
@@ -288,6 +323,7 @@ struct RunOptions {
         let termination = try process.wait()
         LaunchPhases.mark("command ran")
         LaunchPhases.report()
+        registration.end()
         if let line = process.denials?.finish(termination) {
             Console.error(line.hasSuffix(", not explained") ? line.dropLast(", not explained".count) + "; run with --explain to see them" : line)
         }

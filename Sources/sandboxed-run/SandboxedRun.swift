@@ -17,7 +17,7 @@ struct SandboxedRun: ParsableCommand {
         // Every command names itself: otherwise ArgumentParser derives each name
         // with String(describing:), a third of the launcher's start-up (callgrind).
         version: SandboxedRunVersion.description,
-        subcommands: [Run.self, Pick.self, Resolve.self, GrantsCommand.self, Container.self, Doctor.self, Append.self, Coordinate.self, SyncSimulatorCommand.self, Versions.self]
+        subcommands: [Run.self, Pick.self, Resolve.self, GrantsCommand.self, Container.self, Doctor.self, Append.self, OpenPanel.self, StartAccessing.self, StopAccessing.self, Coordinate.self, SyncSimulatorCommand.self, Versions.self]
     )
 
     /// Runs a command and turns every failure into one line on stderr and a documented exit code.
@@ -138,6 +138,18 @@ enum Environment {
 /// The launcher's arguments as the kernel passed them: bytes. The parser
 /// sees Swift strings, where a name that is not UTF-8 has been altered.
 enum RawArguments {
+    /// The bytes of every argument after the first `--`; nil without one.
+    static func command() -> [[UInt8]]? {
+        var words: [[UInt8]] = []
+        var after = false
+        for index in 1..<max(1, Int(CommandLine.argc)) {
+            guard let pointer = CommandLine.unsafeArgv[index] else { break }
+            let argument = Array(UnsafeBufferPointer(start: UnsafeRawPointer(pointer).assumingMemoryBound(to: UInt8.self), count: strlen(pointer)))
+            if after { words.append(argument) } else if argument == Array("--".utf8) { after = true }
+        }
+        return after ? words : nil
+    }
+
     /// The bytes of the last `NAME VALUE` or `NAME=VALUE` among the arguments.
     static func value(of name: String) -> FilePath? {
         var found: FilePath?

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import SystemPackage
+import AppSandbox
 @testable import Grants
 import Sandbox
 

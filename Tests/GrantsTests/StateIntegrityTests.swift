@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import AppSandbox
 @testable import Grants
 import Sandbox
 

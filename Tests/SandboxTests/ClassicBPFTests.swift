@@ -190,6 +190,22 @@ import CSyscalls
         ])
     }
 
+    /// dnotify on a folder held open would outlive the folder's revocation,
+    /// and a lease would make host processes wait: both refused.
+    @Test func directoryNotificationsAndLeasesAreRefused() throws {
+        let scratch = Scratch()
+        let code = """
+            fd = os.open(sys.argv[3], os.O_RDONLY | os.O_DIRECTORY)
+            attempt("F_NOTIFY", lambda: fcntl.fcntl(fd, fcntl.F_NOTIFY, fcntl.DN_CREATE | fcntl.DN_MULTISHOT))
+            file = os.open(sys.argv[3] + "/leased", os.O_RDONLY | os.O_CREAT, 0o600)
+            attempt("F_SETLEASE", lambda: fcntl.fcntl(file, fcntl.F_SETLEASE, fcntl.F_RDLCK))
+            attempt("F_GETFL", lambda: fcntl.fcntl(file, fcntl.F_GETFL))
+            """
+        let (bare, guarded) = try run(code, [scratch.path])
+        #expect(bare == ["F_NOTIFY ok", "F_SETLEASE ok", "F_GETFL ok"])
+        #expect(guarded == ["F_NOTIFY EPERM", "F_SETLEASE EPERM", "F_GETFL ok"])
+    }
+
     @Test func inodeAttributesCannotBeSetThroughAReadOnlyDescriptor() throws {
         let scratch = Scratch()
         let folder = scratch.path + "/granted"

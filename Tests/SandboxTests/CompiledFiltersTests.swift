@@ -27,9 +27,12 @@ import Testing
                     for readOnly in [false, true] {
                         for native in [false, true] {
                             for unix in [false, true] where !unix || (supervise && !client && !server) {
-                                all.append(.init(
-                                    networkClient: client, networkServer: server, superviseMetadata: supervise, readOnlyMounts: readOnly,
-                                    nativeAttributeReads: native, unixSockets: unix))
+                                // Watches supervised apart from attribute reads only matters where those are native.
+                                for watches in [false, true] where !watches || (native && supervise) {
+                                    all.append(.init(
+                                        networkClient: client, networkServer: server, superviseMetadata: supervise, readOnlyMounts: readOnly,
+                                        nativeAttributeReads: native, superviseWatches: watches, unixSockets: unix))
+                                }
                             }
                         }
                     }
@@ -99,7 +102,7 @@ import Testing
         var arrays = ""
         for (index, options) in shipped.enumerated() {
             cases += "        case (\(options.networkClient), \(options.networkServer), \(options.superviseMetadata), \(options.readOnlyMounts), "
-                + "\(options.nativeAttributeReads), \(options.unixSockets)): filter\(index)\n"
+                + "\(options.nativeAttributeReads), \(options.superviseWatches), \(options.unixSockets)): filter\(index)\n"
             arrays += array("filter\(index)", try SyscallFilter(options: options).assemble())
         }
         let plain = try SyscallFilter(options: .init()).assembleArgumentGuard()
@@ -118,7 +121,7 @@ import Testing
                 static func compiled(_ options: Options) -> [UInt64]? {
                     guard options.extraSyscalls.isEmpty, !options.observeDenials else { return nil }
                     return switch (options.networkClient, options.networkServer, options.superviseMetadata, options.readOnlyMounts,
-                                   options.nativeAttributeReads, options.unixSockets) {
+                                   options.nativeAttributeReads, options.superviseWatches, options.unixSockets) {
 
             """ + cases.split(separator: "\n").map { "        " + $0.dropFirst(4) }.joined(separator: "\n") + "\n" + """
                     default: nil

@@ -54,6 +54,7 @@ import Policies
             var lines = ["case \(literal(name)):", "    policy = Policy(source: \(literal(policy.source)))"]
             if policy.version != 1 { lines.append("    policy.version = \(policy.version)") }
             if let access = policy.userSelectedAccess { lines.append("    policy.userSelectedAccess = \(member(access))") }
+            if policy.bookmarksAppScope { lines.append("    policy.bookmarksAppScope = true") }
             if policy.networkClient { lines.append("    policy.networkClient = true") }
             if policy.networkServer { lines.append("    policy.networkServer = true") }
             if policy.symbolicLinks { lines.append("    policy.symbolicLinks = true") }

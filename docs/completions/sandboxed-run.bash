@@ -173,13 +173,13 @@ _sandboxed-run() {
     unset 'unparsed_words[0]'
     unparsed_words=("${unparsed_words[@]}")
     case "${subcommand}" in
-    run|pick|resolve|grants|container|doctor|append|coordinate|sync-simulator|versions|help)
+    run|pick|resolve|grants|container|doctor|append|open-panel|start-accessing|stop-accessing|coordinate|sync-simulator|versions|help)
         # Offer subcommand argument completions
         "_sandboxed-run_${subcommand}"
         ;;
     *)
         # Offer subcommand completions
-        COMPREPLY+=($(compgen -W 'run pick resolve grants container doctor append coordinate sync-simulator versions help' -- "${cur}"))
+        COMPREPLY+=($(compgen -W 'run pick resolve grants container doctor append open-panel start-accessing stop-accessing coordinate sync-simulator versions help' -- "${cur}"))
         ;;
     esac
 }
@@ -188,7 +188,7 @@ _sandboxed-run_run() {
     repeating_flags=()
     non_repeating_flags=(--best-effort --report --explain --supervise-metadata --version -h --help)
     repeating_options=(--keep-fd --setenv --keep-env --grant)
-    non_repeating_options=(--app --policy --on-stale --on-missing --chdir --denials --denials-limit --view)
+    non_repeating_options=(--app --policy --on-stale --on-missing --chdir --denials --denials-limit --view --picker)
     __sandboxed-run_offer_flags_options -1
 
     # Offer option value completions
@@ -230,6 +230,9 @@ _sandboxed-run_run() {
         ;;
     '--view')
         __sandboxed-run_add_completions -W 'private'$'\n''host'
+        return
+        ;;
+    '--picker')
         return
         ;;
     esac
@@ -283,13 +286,13 @@ _sandboxed-run_grants() {
     unset 'unparsed_words[0]'
     unparsed_words=("${unparsed_words[@]}")
     case "${subcommand}" in
-    list|revoke|rotate-key)
+    list|revoke|holders|rotate-key)
         # Offer subcommand argument completions
         "_sandboxed-run_grants_${subcommand}"
         ;;
     *)
         # Offer subcommand completions
-        COMPREPLY+=($(compgen -W 'list revoke rotate-key' -- "${cur}"))
+        COMPREPLY+=($(compgen -W 'list revoke holders rotate-key' -- "${cur}"))
         ;;
     esac
 }
@@ -311,7 +314,7 @@ _sandboxed-run_grants_list() {
 
 _sandboxed-run_grants_revoke() {
     repeating_flags=()
-    non_repeating_flags=(--version -h --help)
+    non_repeating_flags=(--end-holders --keep-holders --version -h --help)
     repeating_options=()
     non_repeating_options=(--grant --app --folder)
     __sandboxed-run_offer_flags_options 0
@@ -325,6 +328,21 @@ _sandboxed-run_grants_revoke() {
         return
         ;;
     '--folder')
+        return
+        ;;
+    esac
+}
+
+_sandboxed-run_grants_holders() {
+    repeating_flags=()
+    non_repeating_flags=(--version -h --help)
+    repeating_options=()
+    non_repeating_options=(--app)
+    __sandboxed-run_offer_flags_options 0
+
+    # Offer option value completions
+    case "${prev}" in
+    '--app')
         return
         ;;
     esac
@@ -422,6 +440,40 @@ _sandboxed-run_append() {
         return
         ;;
     esac
+}
+
+_sandboxed-run_open-panel() {
+    repeating_flags=()
+    non_repeating_flags=(--read-only --version -h --help)
+    repeating_options=()
+    non_repeating_options=(--prompt --output -o)
+    __sandboxed-run_offer_flags_options 0
+
+    # Offer option value completions
+    case "${prev}" in
+    '--prompt')
+        return
+        ;;
+    '--output'|'-o')
+        return
+        ;;
+    esac
+}
+
+_sandboxed-run_start-accessing() {
+    repeating_flags=()
+    non_repeating_flags=(--version -h --help)
+    repeating_options=()
+    non_repeating_options=()
+    __sandboxed-run_offer_flags_options 1
+}
+
+_sandboxed-run_stop-accessing() {
+    repeating_flags=()
+    non_repeating_flags=(--version -h --help)
+    repeating_options=()
+    non_repeating_options=()
+    __sandboxed-run_offer_flags_options 1
 }
 
 _sandboxed-run_coordinate() {

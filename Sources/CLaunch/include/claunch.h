@@ -144,6 +144,14 @@ struct csb_keeper_plan {
     /// terminal's), or NULL.
     const void *_Nullable pty_modes;
     const void *_Nullable pty_window;
+    /// Live grants (needs `private_view`): the grant area, a tmpfs at
+    /// CSB_GRANT_AREA in the view, read-only for the command, with a rule of
+    /// `grant_area_access` in its layer (and REFER in each layer that keeps
+    /// writable folders apart); the keeper sends its mounts to the launcher
+    /// (CSB_KEEPER_GRANT_AREA), whose grant helper attaches folders there
+    /// while the command runs (see grantarea.c).
+    int grant_area;
+    uint64_t grant_area_access;
 };
 
 /// A new network namespace, loopback up, made on a thread of the launcher
@@ -183,6 +191,7 @@ enum csb_view_flags {
     CSB_VIEW_DEVICE = 4,      // BIND: a device node (no nodev)
     CSB_VIEW_OPTIONAL = 8,    // BIND: skipped when the name leads elsewhere now (the launcher's own files)
     CSB_VIEW_NESTED = 16,     // BIND: `target` lies inside an earlier bind and must be device/inode too
+    CSB_VIEW_REVOCABLE = 32,  // BIND: a grant: the attached mount goes to the launcher (CSB_KEEPER_VIEW_GRANT), which may detach it
 };
 
 struct csb_view_check {
@@ -204,6 +213,7 @@ enum csb_view_failure {
     CSB_VIEW_FAILED_RULES = -8,     // Landlock rules for the keeper's own mounts
     CSB_VIEW_FAILED_PTY = -9,       // the command's pty in its own devpts
     CSB_VIEW_FAILED_CHECK = -10,    // a path followed in the view is not what the launcher verified
+    CSB_VIEW_FAILED_GRANT_AREA = -11, // the live grants' area, its namespaces or its helper
 };
 
 /// What the keeper reports in CSB_KEEPER_NAMESPACES (a bit set).
@@ -233,6 +243,8 @@ enum csb_keeper_message {
     CSB_KEEPER_VIEW,            // the private view could not be built (value: csb_view_failure or a step): nothing ran
     CSB_KEEPER_PTY_MASTER,      // the pty's master, passed with the message
     CSB_KEEPER_PTY_TERMINAL,    // its terminal side, passed with the message
+    CSB_KEEPER_GRANT_AREA,      // the grant area's writable mount (value 0) or its O_PATH in the view (1), passed
+    CSB_KEEPER_VIEW_GRANT,      // a CSB_VIEW_REVOCABLE bind as attached in the view (value: the step's index), passed
 };
 
 /// `csb_spawn_kept`'s answer when `read_only_mounts` or `private_view` was
@@ -254,6 +266,67 @@ enum csb_keeper_message {
 /// report socket; read it with `csb_child_report`.
 int csb_spawn_kept(const struct csb_child_plan *plan, const struct csb_keeper_plan *keeper,
                    pid_t *keeper_pid, int *keeper_pidfd, int *report_fd);
+
+// MARK: Live grants
+
+/// Where the grant area is in the view.
+#define CSB_GRANT_AREA "/run/sandboxed-run/grants"
+
+enum csb_grant_operation {
+    CSB_GRANT_ATTACH = 1,   // clone `path` (it must be device/inode) and attach it at CSB_GRANT_AREA/`name`
+    CSB_GRANT_DETACH = 2,   // detach CSB_GRANT_AREA/`name` and remove its mount point
+    CSB_GRANT_DETACH_MOUNT = 3,  // detach the mount whose root the descriptor passed with the request is (a launch-time grant)
+};
+
+enum csb_grant_flags {
+    CSB_GRANT_WRITABLE = 1,   // not made read-only
+    CSB_GRANT_EXECUTE = 2,    // not made noexec
+};
+
+/// One request from the launcher to the grant helper (one SEQPACKET message).
+struct csb_grant_request {
+    uint32_t operation;     // csb_grant_operation
+    uint32_t flags;         // csb_grant_flags
+    uint64_t sequence;      // echoed in the reply: a late reply is never taken for another's
+    uint64_t device;        // ATTACH: the inode the launcher verified, held open until the answer
+    uint64_t inode;
+    char name[16];          // the mount point in the area: digits, NUL-terminated
+    char path[4096];        // ATTACH: the host's path (the kernel's name of the launcher's descriptor)
+};
+
+/// The helper's answer: 0, or the errno of the step that failed.
+struct csb_grant_reply {
+    int32_t error;
+    int32_t step;           // csb_grant_step
+    uint64_t sequence;      // the request's
+};
+
+enum csb_grant_step {
+    CSB_GRANT_STEP_REQUEST = 1,  // the request itself was malformed
+    CSB_GRANT_STEP_START,        // the helper's set-up: joining the sandbox's user namespace, a namespace of the host's tree
+    CSB_GRANT_STEP_HOST,         // entering the namespace that sees the host's tree
+    CSB_GRANT_STEP_CLONE,        // cloning the folder there (open_tree)
+    CSB_GRANT_STEP_IDENTITY,     // the clone is not the inode the launcher verified
+    CSB_GRANT_STEP_FLAGS,        // nosuid, nodev, read-only, noexec on the clone
+    CSB_GRANT_STEP_VIEW,         // entering the view's namespace again
+    CSB_GRANT_STEP_MOUNT_POINT,  // making the mount point in the area
+    CSB_GRANT_STEP_ATTACH,       // move_mount into the area
+    CSB_GRANT_STEP_DETACH,       // umount2 of a grant
+    CSB_GRANT_STEP_READ_ONLY,    // DETACH_MOUNT: detached, but it could not be made read-only first (a file there open for writing)
+};
+
+/// Forks the grant helper from the launcher (only async-signal-safe C in the
+/// child): it serves requests on `socket_fd` until the launcher closes its
+/// end. `keeper_pidfd`: the keeper's, whose mount namespace is the view;
+/// `user_namespace`: the sandbox has one (the helper joins it). `area`,
+/// `area_view`: what CSB_KEEPER_GRANT_AREA passed, or -1 when the sandbox
+/// has no area (then it only detaches launch-time grants). Returns 0 with
+/// the helper's pidfd in `pidfd` (the caller reaps it), or -1 with errno.
+int csb_grant_helper_spawn(int keeper_pidfd, int user_namespace, int area, int area_view, int socket_fd, int *_Nonnull pidfd);
+
+/// Sends one request to the grant helper, with `passed_fd` (SCM_RIGHTS) when
+/// >= 0: the mount a CSB_GRANT_DETACH_MOUNT detaches. EINTR retried.
+ssize_t csb_grant_send(int socket_fd, const struct csb_grant_request *_Nonnull request, int passed_fd);
 
 /// Reads one message of the report: returns 1 with `stage`/`error`/`value`
 /// (and `received_fd` for the listener), or 0 at end of file (the keeper exited).

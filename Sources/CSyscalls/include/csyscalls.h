@@ -116,6 +116,13 @@ int csb_mount_facts(int fd, uint64_t *mount_id, int *is_mount_root, uint64_t *de
 
 /// `pidfd_open(2)`.
 int csb_pidfd_open(pid_t pid);
+/// 1 when descriptors `a` and `b` of this process are the same open file
+/// (`kcmp(KCMP_FILE)`), 0 when not, -1 with errno.
+int csb_same_open_file(int a, int b);
+/// `inotify_rm_watch(2)`.
+int csb_inotify_rm_watch(int instance, int watch);
+/// `pidfd_send_signal(2)`: signals exactly the process the pidfd refers to (ESRCH once it has exited).
+int csb_pidfd_send_signal(int pidfd, int sig);
 /// `pidfd_open(tid, PIDFD_THREAD)` then `pidfd_getfd(2)`: a copy of a thread's fd.
 int csb_copy_fd_of_thread(pid_t tid, int fd);
 /// `fstatfs(2)`'s `f_type`: which file system `fd` is on.

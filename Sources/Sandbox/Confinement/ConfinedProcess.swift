@@ -11,7 +11,7 @@ extension ConfinementPlan {
     /// stops with `.viewUnavailable`, or under best effort runs in the host
     /// view (`ConfinedProcess.viewNotice` says why).
     public func launch() throws(SandboxError) -> ConfinedProcess {
-        let kept = request.keptDescriptors.filter { $0 > 2 }
+        let kept = request.keptDescriptors.filter { $0 > 2 } + (liveGrants?.commandDescriptor.map { [$0] } ?? [])
         let layout = request.terminal == .automatic
             ? TerminalRelay.Layout(standardInput: request.standardInput, standardOutput: request.standardOutput, standardError: request.standardError)
             : nil
@@ -21,6 +21,11 @@ extension ConfinementPlan {
             switch try attempt(view: view, layout: layout, kept: kept) {
             case .started(let process):
                 process.viewNotice = notice
+                if let liveGrants {
+                    liveGrants.commandStarted()
+                    process.liveGrants = liveGrants
+                }
+                process.running = running
                 return process
             case .viewUnavailable(let reason):
                 guard view == .private, request.compatibility == .bestEffort else { throw .viewUnavailable(reason) }
@@ -156,6 +161,9 @@ extension ConfinementPlan {
         // The keeper is a fork: it reads its own copy of everything below.
         let filter = try filter(view: view, readOnlyMounts: readOnly)
         let ptySlots: CInt = privateView != nil ? layout?.slots ?? 0 : 0
+        // The grant area: in the private view, when the launch can attach
+        // folders (`LiveGrantSupport.attach`). Its helper comes later, when used.
+        let grantArea = privateView != nil && request.liveGrants == .attach && liveGrants != nil
         let image = LaunchImage()
         var aheadNetwork: OwnedDescriptor?
         image.planChild { plan, image in
@@ -216,6 +224,10 @@ extension ConfinementPlan {
                 keeper.tmp_access = ruleset?.rights(Self.temporaryRights(policy: request.policy, refer: reparenting?.allowsRefer ?? false)).rawValue ?? 0
                 keeper.terminal_access = ruleset?.rights([.readFile, .writeFile, .readDir, .ioctlDev]).rawValue ?? 0
                 keeper.pty_slots = ptySlots
+                if grantArea {
+                    keeper.grant_area = 1
+                    keeper.grant_area_access = ruleset?.rights(Self.grantAreaRights(policy: request.policy, refer: reparenting?.allowsRefer ?? false)).rawValue ?? 0
+                }
                 if ptySlots != 0 {
                     keeper.pty_modes = layout?.modes.map { modes in UnsafeRawPointer(image.array([modes])!) }
                     keeper.pty_window = layout?.window.map { size in UnsafeRawPointer(image.array([size])!) }
@@ -245,7 +257,12 @@ extension ConfinementPlan {
         var namespaces = ConfinedProcess.Namespaces()
         var relay = hostRelay
         var ptyMaster: OwnedDescriptor?
+        var area: OwnedDescriptor?, areaView: OwnedDescriptor?
+        var launchMounts: [(grants: [String], mount: OwnedDescriptor)] = []
+        let revocable = privateView?.revocableBinds ?? []
         let supervisor = MetadataSupervisor(writableRoots: writableRoots, readableRoots: readableRoots)
+        // The filter sends watches to it (`SyscallFilter.Options.superviseWatches`): each is recorded.
+        supervisor.recordWatches = privateView != nil && filterOptions?.superviseWatches == true
         supervisor.reporter = denials
         supervisor.observer = observer
         observer?.paths = supervisor.paths  // one resolver: both judge what the command's call reached
@@ -268,14 +285,35 @@ extension ConfinementPlan {
             switch message {
             case .running(let pid):
                 LaunchPhases.mark("command started")
-                return .started(ConfinedProcess(
+                let process = ConfinedProcess(
                     pid: pid, keeper: keeper, listener: listener, relay: relay, namespaces: namespaces, view: view, supervisor: supervisor,
-                    report: report))
+                    report: report)
+                // The helper's client, for the area and the launch-time grants'
+                // mounts; nil (nothing is attached or detached: answered
+                // `unavailable`) only when out of descriptors.
+                running.launchMounts = launchMounts
+                running.area = namespaces.contains(.view) && (area != nil && areaView != nil || !launchMounts.isEmpty)
+                    ? LiveGrantArea(
+                        keeper: keeper.pidfd, userNamespace: namespaces.contains(.user), area: area, areaView: areaView,
+                        executeAllowed: request.policy.executeFiles)
+                    : nil
+                liveGrants?.area = running.area?.canAttach == true ? running.area : nil
+                if let areaView, namespaces.contains(.view) { supervisor.addReadableRoot(areaView) }
+                if supervisor.recordWatches { running.watchForgetter = { [supervisor] folder in supervisor.forgetWatches(beneath: folder) } }
+                return .started(process)
             case .listener(let fd):
                 LaunchPhases.mark("child confined")
                 listener = fd
             case .ptyMaster(let fd):
                 ptyMaster = fd
+            case .grantArea(let which, let fd):
+                if which == 0 { area = fd } else { areaView = fd }
+            case .viewGrant(let step, let fd):
+                guard let grants = revocable.first(where: { $0.step == Int(step) })?.grants else {
+                    keeper.abandon()
+                    throw .setup(step: "receiving a grant's mount in the view", errno: .protocolError)
+                }
+                launchMounts.append((grants, fd))
             case .ptyTerminal(let fd):
                 guard let master = ptyMaster, let layout else {
                     keeper.abandon()
@@ -374,6 +412,10 @@ final class Keeper: @unchecked Sendable {
         /// The command's pty, opened by the keeper in the view's devpts.
         case ptyMaster(OwnedDescriptor)
         case ptyTerminal(OwnedDescriptor)
+        /// The live grants' area: its writable mount (0) or its O_PATH in the view (1).
+        case grantArea(CInt, OwnedDescriptor)
+        /// A launch-time grant's mount in the view, by its view step.
+        case viewGrant(CInt, OwnedDescriptor)
         case failed(stage: CInt, errno: Errno, value: CInt)
         case exited(status: CInt)
         /// End of file: the keeper exited.
@@ -399,6 +441,12 @@ final class Keeper: @unchecked Sendable {
         case CSB_KEEPER_PTY_TERMINAL.rawValue:
             guard let fd else { throw .protocolError }
             return .ptyTerminal(fd)
+        case CSB_KEEPER_GRANT_AREA.rawValue:
+            guard let fd, value == 0 || value == 1 else { throw .protocolError }
+            return .grantArea(value, fd)
+        case CSB_KEEPER_VIEW_GRANT.rawValue:
+            guard let fd else { throw .protocolError }
+            return .viewGrant(value, fd)
         case CSB_KEEPER_RUNNING.rawValue: return .running(value)
         case CSB_KEEPER_NAMESPACES.rawValue: return .namespaces(value)
         case CSB_KEEPER_EXITED.rawValue: return .exited(status: value)
@@ -443,6 +491,10 @@ public final class ConfinedProcess: @unchecked Sendable {
             name: "private view (only the container, the grants and the policy's system paths exist)", enforced: view == .private, detail: detail))
     }
     private let planReport: EnforcementReport
+    /// The live-grant broker served while waiting, nil without one.
+    public internal(set) var liveGrants: LiveGrantBroker?
+    /// What of its grants can be taken away while it runs, watched while waiting.
+    public internal(set) var running: RunningGrants?
     let keeper: Keeper
     let listener: OwnedDescriptor?
     let relay: TerminalRelay?
@@ -520,16 +572,35 @@ public final class ConfinedProcess: @unchecked Sendable {
         if let termination { return termination }
         relay?.begin()
         defer { relay?.end() }
+        liveGrants?.terminal = relay.map(LiveGrantTerminal.init(relay:))
         var status: CInt?
         var failure: Errno?
         var serving = listener != nil
+        var endedForRevocation = false
+        // The grant helper is forked once the command has run a while
+        // (`LiveGrantArea.prepareAfter`): a short command never pays for it,
+        // and a long one's first folder is attached without the fork's wait.
+        var prepareHelperAt = running?.area.map { _ in LiveGrantArea.milliseconds() + LiveGrantArea.prepareAfter }
         if serving { supervisor.beginServing() }  // requests are served with the child's powers
         loop: while true {
             var fds = [pollfd(fd: keeper.report.rawValue, events: Int16(POLLIN), revents: 0)]
             if serving, let listener { fds.append(pollfd(fd: listener.rawValue, events: Int16(POLLIN), revents: 0)) }
+            let brokerIndex = fds.count
+            let reading = liveGrants?.reading ?? false
+            if reading, let socket = liveGrants?.socket { fds.append(pollfd(fd: socket.rawValue, events: Int16(POLLIN) | LiveGrantBroker.pollReadHangUp, revents: 0)) }
+            // A question to the person is waited for here, so that nothing else waits for them.
+            let questionIndex = fds.count
+            let question = liveGrants?.pending
+            let questionPolled = question?.descriptor != nil
+            if let descriptor = question?.descriptor { fds.append(pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)) }
+            // Revocations are watched while grants are attached, served or not.
+            let watched = running?.watch?() ?? nil
+            if let descriptor = watched?.descriptor { fds.append(pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)) }
             let relayStart = fds.count
             relay?.addRequests(to: &fds)
-            let ready = poll(&fds, nfds_t(fds.count), -1)
+            let untilPrepared = prepareHelperAt.map { CInt(clamping: max(0, $0 - LiveGrantArea.milliseconds())) }
+            let timeouts = [watched?.timeout, question?.timeout, untilPrepared].compactMap { $0 }.filter { $0 >= 0 }
+            let ready = poll(&fds, nfds_t(fds.count), timeouts.min() ?? -1)
             if ready < 0 {
                 if errno == EINTR { continue }
                 failure = Errno(rawValue: errno)
@@ -542,11 +613,35 @@ public final class ConfinedProcess: @unchecked Sendable {
                     serving = false  // every process holding the filter is gone
                 }
             }
+            if question != nil { liveGrants?.advance(ready: questionPolled && fds[questionIndex].revents != 0) }
+            if reading, let liveGrants, fds[brokerIndex].revents != 0 {
+                // One request at a time; once every process holding the command's end is gone, no more.
+                let revents = fds[brokerIndex].revents
+                if revents & Int16(POLLIN) == 0 || !liveGrants.serveOne(hungUp: revents & (Int16(POLLHUP) | LiveGrantBroker.pollReadHangUp) != 0) {
+                    liveGrants.stopServing()
+                }
+            }
+            if let at = prepareHelperAt, LiveGrantArea.milliseconds() >= at {
+                prepareHelperAt = nil
+                running?.area?.prepare()
+            }
+            if watched != nil {
+                running?.recheck?()
+                // Fail closed: the keeper is pid 1 of the sandbox's pid namespace, so every process ends with it.
+                if running?.failedRevocation != nil && !endedForRevocation {
+                    endedForRevocation = true
+                    _ = csb_pidfd_send_signal(keeper.pidfd.rawValue, SIGKILL)
+                }
+            }
             relay?.serve(fds[relayStart...])
             if fds[0].revents != 0 {
                 do {
                     switch try keeper.next() {
-                    case .exited(let value): status = value
+                    case .exited(let value):
+                        status = value
+                        // Every process of the command is gone: the mounts we hold in its
+                        // view go now, with the view, not one by one when the launcher exits.
+                        running?.release()
                     case .ended: break loop
                     default: continue
                     }
@@ -557,12 +652,16 @@ public final class ConfinedProcess: @unchecked Sendable {
             }
         }
         supervisor.endServing()
+        // Before the relay's last output and the terminal's own modes.
+        liveGrants?.abandonQuestion()
+        liveGrants?.terminal = nil
         if let failure {
             keeper.abandon()  // ends the command: nobody would serve or reap it
             throw .setup(step: "waiting for the command", errno: failure)
         }
         let keeperStatus = keeper.reap()
         relay?.finish()
+        if endedForRevocation, let reason = running?.failedRevocation { throw .revocationFailed(reason) }
         guard let status else {
             let how = keeperStatus.map { Termination(waitStatus: $0).description } ?? "vanished"
             throw .setup(

@@ -70,6 +70,15 @@ public final class ConfinementPlan: @unchecked Sendable {
     public let denials: DenialReporter
     /// Set only under `--explain`/`--denials`: the filter then sends path calls to it.
     let observer: DenialObserver?
+    /// The live-grant broker's socket (`LaunchRequest.liveGrants`), nil when
+    /// the request takes none or the policy has neither a user-selected key
+    /// nor `bookmarks.app-scope`: set its `handler` before `launch()`.
+    public let liveGrants: LiveGrantBroker?
+    /// What of the grants can be taken away while the command runs: filled
+    /// in by `launch()`; set its `watch` and `recheck` before.
+    public let running = RunningGrants()
+    /// The variable that holds the broker's descriptor number in the command.
+    public static let brokerVariable = "SANDBOXED_RUN_BROKER_FD"
 
     public static let sandboxPath = "/usr/local/bin:/usr/bin:/bin"
 
@@ -98,7 +107,9 @@ public final class ConfinementPlan: @unchecked Sendable {
         LaunchPhases.mark("container")
         arguments = request.command
         let launcher = request.exposeLauncher ? LauncherFiles.current : nil
-        environment = try Self.environment(for: request, container: container, launcher: launcher?.executable)
+        liveGrants = request.liveGrants != .none && (policy.userSelectedAccess != nil || policy.bookmarksAppScope) ? try LiveGrantBroker() : nil
+        environment = try Self.environment(
+            for: request, container: container, launcher: launcher?.executable, broker: liveGrants?.commandDescriptor)
 
         let containerFolder = try PathRule(
             origin: .container, path: FilePath(container.root), descriptor: Self.openVerified(container.root), access: .readWrite)
@@ -199,6 +210,9 @@ public final class ConfinementPlan: @unchecked Sendable {
                 networkClient: policy.networkClient, networkServer: policy.networkServer,
                 extraSyscalls: policy.extraSyscalls, superviseMetadata: superviseMetadata)
             options.observeDenials = observer != nil
+            // Folders may be taken away while the command runs (live grants,
+            // or launch-time grants in the private view): watches are recorded.
+            options.superviseWatches = liveGrants != nil || !request.folders.isEmpty
             // --explain needs to see every refusal: the supervisor's, not EROFS.
             readOnlyMounts = request.readOnlyMounts && request.privateNamespaces && observer == nil
                 && Self.descriptorsAllowReadOnlyMounts(request) && Self.internalInodesRefuseSetattr
@@ -461,7 +475,9 @@ public final class ConfinementPlan: @unchecked Sendable {
         }
     }
 
-    private static func environment(for request: LaunchRequest, container: AppContainer, launcher: FilePath?) throws(SandboxError) -> [[UInt8]] {
+    private static func environment(
+        for request: LaunchRequest, container: AppContainer, launcher: FilePath?, broker: CInt?
+    ) throws(SandboxError) -> [[UInt8]] {
         // Name and value pairs, a later one replacing an earlier one of the
         // same name. A list, not a dictionary: a dictionary of a new type
         // costs the runtime a scan of every conformance in the binary.
@@ -477,6 +493,7 @@ public final class ConfinementPlan: @unchecked Sendable {
         set("SANDBOX_CONTAINER", Array(container.root.utf8))
         if let term = request.hostEnvironment["TERM"] { set("TERM", Array(term.utf8)) }
         if let launcher { set("SANDBOXED_RUN", launcher.bytes) }
+        if let broker { set(brokerVariable, Array(String(broker).utf8)) }
         for name in request.keptEnvironment {
             try validate(name)
             if let value = request.hostEnvironment[name] { set(name, Array(value.utf8)) }

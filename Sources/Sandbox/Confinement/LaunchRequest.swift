@@ -130,6 +130,11 @@ public struct LaunchRequest: Sendable {
     public var denialLog: OwnedDescriptor?
     /// `--denials-limit`: the most that log may hold, in bytes.
     public var denialLogBytes = DenialReporter.defaultLogBytes
+    /// Live grants: a broker socket in the command (only when the policy
+    /// has a `com.apple.security.files.user-selected.*` key), and with
+    /// `.attach` in the private view the area folders are attached to
+    /// while the command runs (see `ConfinementPlan.liveGrants`).
+    public var liveGrants: LiveGrantSupport = .none
 
     /// Refuses a descriptor to keep that is not open. It must run before the
     /// launcher opens anything of its own: later, a number the caller never

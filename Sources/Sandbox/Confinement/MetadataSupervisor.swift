@@ -100,6 +100,20 @@ final class MetadataSupervisor {
     /// The serving thread's capabilities (see `CallerPowers`), shared with the observer.
     let powers = CallerPowers()
 
+    /// Watches the command placed, recorded while folders may be taken
+    /// away from it (`recordWatches`): its inotify instances (copies, one
+    /// per instance) and each watch's descriptor and the mount roots on its
+    /// way up to the view's root, so that `forgetWatches` removes those in
+    /// a folder taken away. inotify_rm_watch through our copy removes the
+    /// command's own watch: the instance is one open file.
+    var recordWatches = false
+    private var instances: [OwnedDescriptor] = []
+    private var watches: [(instance: Int, descriptor: Int32, roots: [InodeIdentity])] = []
+    /// Folders taken away while the command runs: no watch is made beneath them.
+    private var takenAway: Set<InodeIdentity> = []
+    /// Bounds what the command can make the launcher hold; a watch beyond is refused (ENOSPC, as the kernel's own limit).
+    static let maximumRecordedWatches = 1 << 16, maximumInstances = 256
+
     init(writableRoots: [OwnedDescriptor], readableRoots: [OwnedDescriptor], paths: CommandPaths = CommandPaths()) {
         self.paths = paths
         pinned = writableRoots + readableRoots
@@ -356,6 +370,20 @@ final class MetadataSupervisor {
                 refused(shape, number: request.data.nr, path: named, target: target)
                 throw shape.operation.reads ? .permissionDenied : .notPermitted
             }
+            if case .watch = prepared.details, recordWatches, let instance = prepared.callerInotify {
+                // Placed before the watch is made: a watch that cannot be
+                // recorded is never made.
+                let roots = try Self.mountRoots(above: target, status: status, folder: resolved.folder)
+                guard takenAway.isDisjoint(with: roots) else { throw .permissionDenied }
+                let slot = try instanceSlot(instance)
+                guard watches.count < Self.maximumRecordedWatches else { throw .noSpace }
+                let outcome = try prepared.details.perform(on: target, status: status, inotify: instance)
+                let descriptor = Int32(truncatingIfNeeded: outcome.result)
+                // The same watch again (the kernel returns its number): one record.
+                watches.removeAll { $0.instance == slot && $0.descriptor == descriptor }
+                watches.append((slot, descriptor, roots))
+                return outcome
+            }
             return try prepared.details.perform(on: target, status: status, inotify: prepared.callerInotify)
         }
         // Attribute values go back into the child's buffer, through its own
@@ -372,6 +400,79 @@ final class MetadataSupervisor {
             try ChildMemory.write(copy.bytes, at: copy.address, into: callerMemory)
         }
         return outcome.result
+    }
+
+    static func isInotifyInstance(_ descriptor: OwnedDescriptor) -> Bool {
+        var buffer = [CChar](repeating: 0, count: 64)
+        let length = readlink("/proc/self/fd/\(descriptor.rawValue)", &buffer, buffer.count - 1)
+        return length > 0 && Array(buffer[0..<length].map { UInt8(bitPattern: $0) }) == Array("anon_inode:inotify".utf8)
+    }
+
+    /// The index of `instance` among the recorded instances (the same open
+    /// file: kcmp), recorded now when it is new.
+    private func instanceSlot(_ instance: OwnedDescriptor) throws(Errno) -> Int {
+        // Only an inotify instance takes a slot (anything else gets the kernel's EINVAL).
+        guard Self.isInotifyInstance(instance) else { throw .invalidArgument }
+        for (index, known) in instances.enumerated() where csb_same_open_file(known.rawValue, instance.rawValue) == 1 {
+            return index
+        }
+        guard instances.count < Self.maximumInstances else { throw .noSpace }
+        instances.append(instance)
+        return instances.count - 1
+    }
+
+    /// The mount roots from `target` up to the view's root (".." crosses
+    /// mounts as a path walk does; at most 4096 steps): every folder that
+    /// can be taken away is the root of a mount of its own (a launch-time
+    /// grant's bind, a folder attached in the area), so a watch beneath one
+    /// names it here. Where the kernel does not say which folders are mount
+    /// roots, every folder on the way is kept.
+    static func mountRoots(above target: OwnedDescriptor, status: stat, folder: OwnedDescriptor?) throws(Errno) -> [InodeIdentity] {
+        var current: OwnedDescriptor
+        if status.isDirectory {
+            current = target
+        } else {
+            guard let folder else { throw .noSuchFileOrDirectory }  // a file the supervisor could not place
+            current = folder
+        }
+        var roots: [InodeIdentity] = []
+        for _ in 0..<4096 {
+            var mount: UInt64 = 0, device: UInt64 = 0, inode: UInt64 = 0
+            var isRoot: CInt = 0
+            _ = try syscallRetrying { csb_mount_facts(current.rawValue, &mount, &isRoot, &device, &inode) }
+            let identity = InodeIdentity(device: device, inode: inode)
+            if isRoot != 0 { roots.append(identity) }
+            let parent = OwnedDescriptor(taking: try syscallRetrying {
+                openat(current.rawValue, "..", CSB_O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+            })
+            if try parent.status().inodeIdentity == identity { return roots }  // the root: its ".." is itself
+            current = parent
+        }
+        throw .fileNameTooLong
+    }
+
+    /// Removes every recorded watch on `folder` or beneath it; false when
+    /// one could not be removed (the caller then ends the sandbox).
+    func forgetWatches(beneath folder: InodeIdentity) -> Bool {
+        // Taken away: nothing more is answered there, not even through a
+        // folder the command still holds inside it.
+        takenAway.insert(folder)
+        readable.remove(folder)
+        writable.remove(folder)
+        var complete = true
+        watches.removeAll { watch in
+            guard watch.roots.contains(folder) else { return false }
+            // EINVAL: the command removed it already (watch descriptors are not reused soon).
+            if csb_inotify_rm_watch(instances[watch.instance].rawValue, watch.descriptor) != 0 && errno != EINVAL { complete = false }
+            return true
+        }
+        return complete
+    }
+
+    /// A folder the command reaches from now on (the live grants' area): watches and reads beneath it are answered.
+    func addReadableRoot(_ root: OwnedDescriptor) {
+        guard let identity = try? root.status().inodeIdentity else { return }
+        readable.insert(identity)
     }
 
     /// Copies the request's arguments out of the caller and opens what it names in /proc.

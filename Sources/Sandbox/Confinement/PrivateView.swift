@@ -64,6 +64,9 @@ struct ViewPlan {
         var source: [UInt8]? = nil
         var identity: InodeIdentity? = nil
         var flags: UInt32 = 0
+        /// BIND of a mount of its own for grants only: their names (the
+        /// keeper sends the mount, which is detached once all are revoked).
+        var grants: [String] = []
     }
 
     struct Check {
@@ -93,6 +96,9 @@ struct ViewPlan {
         let isDevice: Bool
         var writable: Bool
         var optional: Bool
+        /// The grants (by name) placed here, and whether anything else is.
+        var grants: [String]
+        var others: Bool
     }
 
     /// Why the view cannot hold what the launch needs (the launch stops, or falls back under best effort).
@@ -125,7 +131,7 @@ struct ViewPlan {
             return Self.kernelName(of: descriptor, identity: status.inodeIdentity, given: given)
         }
         func add(_ descriptor: OwnedDescriptor, given: [UInt8]?, folder: OwnedDescriptor? = nil, writable: Bool, optional: Bool,
-                 shown: @autoclosure () -> String) throws(Unavailable) {
+                 grant: String? = nil, shown: @autoclosure () -> String) throws(Unavailable) {
             guard let status = try? descriptor.status(), let real = name(of: descriptor, status: status, given: given, folder: folder),
                   let components = Self.components(real) else {
                 if optional { return }
@@ -134,21 +140,26 @@ struct ViewPlan {
             let kind = status.st_mode & S_IFMT
             let entry = Entry(
                 components: components, identity: status.inodeIdentity, isDirectory: kind == S_IFDIR,
-                isDevice: kind == S_IFCHR || kind == S_IFBLK, writable: writable && kind != S_IFCHR && kind != S_IFBLK, optional: optional)
+                isDevice: kind == S_IFCHR || kind == S_IFBLK, writable: writable && kind != S_IFCHR && kind != S_IFBLK, optional: optional,
+                grants: grant.map { [$0] } ?? [], others: grant == nil)
             if let index = entries.firstIndex(where: { $0.components == components }) {
                 guard entries[index].identity == entry.identity else {
                     throw Unavailable(reason: "\(Printable.path(bytes: real)) changed while the launch was checking it")
                 }
                 entries[index].writable = entries[index].writable || entry.writable
                 entries[index].optional = entries[index].optional && entry.optional
+                entries[index].grants += entry.grants
+                entries[index].others = entries[index].others || entry.others
             } else {
                 entries.append(entry)
             }
             if let given, given != real { givenPaths.append((given, components, entry.identity, optional)) }
         }
         for rule in rules {
+            var grant: String?
+            if case .grant(let name) = rule.origin { grant = name }
             try add(rule.descriptor, given: rule.path.bytes, folder: rule.folder, writable: rule.access == .readWrite, optional: rule.origin == .launcher,
-                    shown: rule.shownName)
+                    grant: grant, shown: rule.shownName)
         }
         // The minimal /dev: the host's nodes, each checked to be the device it names.
         for device in Self.devices {
@@ -267,8 +278,7 @@ struct ViewPlan {
                 // outer one is not; the launcher's own files are left as found.
                 if entry.optional { continue }
                 if entry.writable && !outer.writable || entry.isDevice {
-                    binds.append(Step(kind: CSB_VIEW_BIND, target: target, source: [UInt8(ascii: "/")] + target, identity: entry.identity,
-                                      flags: flags | UInt32(CSB_VIEW_NESTED.rawValue)))
+                    binds.append(Self.bind(target, entry, flags: flags | UInt32(CSB_VIEW_NESTED.rawValue)))
                 } else {
                     binds.append(Step(kind: CSB_VIEW_CHECK, target: target, identity: entry.identity))
                     effectiveWritable = outer.writable
@@ -281,7 +291,7 @@ struct ViewPlan {
                     }
                     steps.append(Step(kind: entry.isDirectory ? CSB_VIEW_DIRECTORY : CSB_VIEW_FILE, target: target))
                 }
-                binds.append(Step(kind: CSB_VIEW_BIND, target: target, source: [UInt8(ascii: "/")] + target, identity: entry.identity, flags: flags))
+                binds.append(Self.bind(target, entry, flags: flags))
             }
             placed.append((entry.components, effectiveWritable, entry.isDirectory))
         }
@@ -289,6 +299,20 @@ struct ViewPlan {
         // binds, parents first: nothing is ever made inside a bind.
         steps += binds
         binds = []
+    }
+
+    /// A bind of `entry`; revocable (its mount goes to the launcher) when
+    /// it holds grants and nothing else: a grant inside another bind with
+    /// the same flags (a CHECK) shares that bind's mount and is not.
+    private static func bind(_ target: [UInt8], _ entry: Entry, flags: UInt32) -> Step {
+        let revocable = !entry.grants.isEmpty && !entry.others
+        return Step(kind: CSB_VIEW_BIND, target: target, source: [UInt8(ascii: "/")] + target, identity: entry.identity,
+                    flags: flags | (revocable ? UInt32(CSB_VIEW_REVOCABLE.rawValue) : 0), grants: revocable ? entry.grants : [])
+    }
+
+    /// The grants each revocable bind holds, by the index of its step.
+    var revocableBinds: [(step: Int, grants: [String])] {
+        steps.enumerated().compactMap { index, step in step.grants.isEmpty ? nil : (index, step.grants) }
     }
 
     /// Recreates the links on the way along `given` (which the kernel
@@ -401,6 +425,7 @@ struct ViewPlan {
         case CSB_VIEW_FAILED_READ_ONLY.rawValue: return "making the new root and /dev read-only"
         case CSB_VIEW_FAILED_RULES.rawValue: return "adding Landlock rules for /tmp and the terminals"
         case CSB_VIEW_FAILED_PTY.rawValue: return "opening the command's pty in its own devpts"
+        case CSB_VIEW_FAILED_GRANT_AREA.rawValue: return "making the live grants' area, its namespace or its helper"
         case CSB_VIEW_FAILED_CHECK.rawValue: return "checking a path reached through a link (the host changed it during the launch)"
         default: return "step \(failure)"
         }

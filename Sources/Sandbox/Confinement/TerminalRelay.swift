@@ -42,6 +42,11 @@ final class TerminalRelay {
     private var savedOutputFlags: CInt?
     private var windowChanges: CInt = -1
     private var roles: [Role] = []
+    /// A question to the person owns the terminal (`LiveGrantTerminal`):
+    /// keys are not read and the command's output is held in its pty.
+    private var paused = false
+    /// The terminal's modes while a question owns it.
+    private var questionModes: termios?
 
     private enum Role { case input, master, output, window }
 
@@ -178,10 +183,10 @@ final class TerminalRelay {
             fds.append(pollfd(fd: fd, events: Int16(events), revents: 0))
             roles.append(role)
         }
-        if reading, toCommand.hasSpace, let input { add(inputCopy?.rawValue ?? input, POLLIN, .input) }
-        let masterEvents = (masterOpen && toUser.hasSpace ? POLLIN : 0) | (masterOpen && !toCommand.isEmpty ? POLLOUT : 0)
+        if reading, !paused, toCommand.hasSpace, let input { add(inputCopy?.rawValue ?? input, POLLIN, .input) }
+        let masterEvents = (masterOpen && !paused && toUser.hasSpace ? POLLIN : 0) | (masterOpen && !toCommand.isEmpty ? POLLOUT : 0)
         if masterEvents != 0 { add(master.rawValue, Int32(masterEvents), .master) }
-        if writing, !toUser.isEmpty { add(outputCopy?.rawValue ?? output, POLLOUT, .output) }
+        if writing, !paused, !toUser.isEmpty { add(outputCopy?.rawValue ?? output, POLLOUT, .output) }
         if windowChanges >= 0 { add(windowChanges, POLLIN, .window) }
     }
 
@@ -209,6 +214,7 @@ final class TerminalRelay {
     /// raw, so that it is shown as the rest was), and restores the terminal.
     func finish() {
         defer { end() }
+        paused = false
         reading = false
         toCommand.clear()
         terminalSide = nil
@@ -228,6 +234,63 @@ final class TerminalRelay {
                 if fd.fd == master.rawValue { readMaster() } else { writeOutput() }
             }
         }
+    }
+
+    // MARK: A question to the person
+
+    /// The person can be asked here: the relay reads their terminal (the
+    /// launcher is in its foreground and set it raw) and nothing else asks.
+    var canAsk: Bool { reading && savedModes != nil && !paused && input != nil }
+
+    /// Takes the user's terminal from the command: keys are no longer read
+    /// for it, its output stays in its pty until `resumeForCommand`, and the
+    /// terminal is back in the user's own modes (canonical, echo), except
+    /// that the interrupt key ends the line (as VEOL) instead of signalling
+    /// anyone. Keys typed before are dropped: they were not typed as an answer.
+    /// Echo stays off until `answerFromNow`.
+    /// Returns the descriptors to read the answer from and to show the
+    /// question on, and the interrupt key.
+    func pauseForQuestion() -> (input: CInt, output: CInt, interrupt: UInt8)? {
+        guard canAsk, let input, var modes = savedModes else { return nil }
+        modes.c_lflag |= tcflag_t(ICANON | ECHOE | ECHOK)
+        modes.c_lflag &= ~tcflag_t(ECHO)
+        modes.c_lflag &= ~tcflag_t(ISIG)
+        modes.c_iflag |= tcflag_t(ICRNL)
+        modes.c_iflag &= ~tcflag_t(INLCR | IGNCR)
+        modes.c_oflag |= tcflag_t(OPOST | ONLCR)
+        let interrupt = withUnsafeMutableBytes(of: &modes.c_cc) { keys in
+            let interrupt = keys[Int(VINTR)] != 0 ? keys[Int(VINTR)] : 0x03
+            keys[Int(VINTR)] = interrupt
+            keys[Int(VEOL)] = interrupt
+            return interrupt
+        }
+        // TCSANOW and a separate flush: TCSAFLUSH would wait for a terminal
+        // that stopped reading, and the loop must not.
+        _ = tcflush(input, TCIFLUSH)
+        guard tcsetattr(input, TCSANOW, &modes) == 0 else { return nil }
+        paused = true
+        questionModes = modes
+        return (inputCopy?.rawValue ?? input, outputCopy?.rawValue ?? output, interrupt)
+    }
+
+    /// Drops every key typed so far, and echoes from now on: what the person types next is the answer.
+    func answerFromNow() {
+        guard paused, let input, var modes = questionModes else { return }
+        modes.c_lflag |= tcflag_t(ECHO)
+        _ = tcflush(input, TCIFLUSH)
+        _ = tcsetattr(input, TCSANOW, &modes)
+    }
+
+    /// Gives the terminal back to the command: raw again (keys typed after
+    /// the answer are dropped, as before it), and its held output flows.
+    func resumeForCommand() {
+        guard paused else { return }
+        paused = false
+        guard let input, let modes = savedModes else { return }
+        var raw = modes
+        cfmakeraw(&raw)
+        _ = tcflush(input, TCIFLUSH)
+        _ = tcsetattr(input, TCSANOW, &raw)
     }
 
     private func readInput(_ revents: Int16) {

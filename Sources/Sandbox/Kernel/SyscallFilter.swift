@@ -166,6 +166,10 @@ struct SyscallFilter {
         /// out of it: everything that exists may be read, so attribute reads
         /// and inotify watches run natively.
         var nativeAttributeReads = false
+        /// With `nativeAttributeReads`: inotify watches still go to the
+        /// supervisor, which records them, so that a folder taken away
+        /// while the command runs takes its watches with it.
+        var superviseWatches = false
         /// AF_UNIX stream and seqpacket sockets may be made (the private
         /// view's own network namespace: no abstract name of the host's can
         /// be reached), and every `connect` goes to the supervisor, which
@@ -230,7 +234,8 @@ struct SyscallFilter {
                 : Self.errnoAction(Self.answeredWithENOSYS.contains(name) ? ENOSYS : EPERM))
         }
         for name in supervised {
-            if options.nativeAttributeReads, Self.watchesAndAttributeReads.contains(name) {
+            if options.nativeAttributeReads, Self.attributeReads.contains(name)
+                || (name == "inotify_add_watch" && !(options.superviseWatches && options.superviseMetadata)) {
                 add(name, Self.allowAction)
                 continue
             }
@@ -544,6 +549,7 @@ extension SyscallFilter {
     ///   sched_setattr: the caller only (pid 0; setpriority PRIO_PROCESS 0),
     ///   EPERM for any other process;
     /// - renameat2 with RENAME_WHITEOUT: EPERM (it makes a device node);
+    /// - fcntl F_SETLEASE and F_NOTIFY (dnotify): EPERM;
     /// - any other architecture or the x32 numbers: ENOSYS.
     func argumentGuard() throws(SandboxError) -> [UInt8] {
         if let compiled = Self.compiledGuard(options) { return compiled.withUnsafeBytes { Array($0) } }
@@ -621,9 +627,16 @@ extension SyscallFilter {
         // A lease on a file the command may only read (root's files under the
         // system paths, when root launches; a read-only grant) would make every
         // host process that opens it for writing wait, up to lease-break-time.
+        // dnotify on a folder held open would go on telling the command of
+        // changes there after the folder was taken away (inotify watches are
+        // recorded and removed; dnotify is obsolete and has no way to remove
+        // another process's): refused.
+        let fcntlNotify = program.newLabel("fcntl-notify")
         program.place(fcntl)
         program.load(Field.low(1))
-        program.jump(if: .equal, 1024, then: eperm, else: allow)  // F_SETLEASE
+        program.jump(if: .equal, 1024, then: eperm, else: fcntlNotify)  // F_SETLEASE
+        program.place(fcntlNotify)
+        program.jump(if: .equal, 1026, then: eperm, else: allow)  // F_NOTIFY
 
         // RENAME_WHITEOUT leaves a 0:0 character device where the name was
         // (overlayfs's whiteout), which Landlock does not count as making

@@ -22,6 +22,10 @@ public struct Policy: Equatable, Sendable {
     /// `com.apple.security.files.user-selected.*`: the most a user grant may
     /// give. `nil` means the app may not receive user-selected folders.
     public var userSelectedAccess: PathAccess?
+    /// `com.apple.security.files.bookmarks.app-scope`: the command may make
+    /// bookmarks of the folders it is given and open them again while it
+    /// runs (`$SANDBOXED_RUN start-accessing`, live grants).
+    public var bookmarksAppScope = false
     /// `com.apple.security.network.client`: outgoing TCP and UDP (DNS).
     public var networkClient = false
     /// `com.apple.security.network.server`: listening on TCP ports.

@@ -7,6 +7,7 @@ extension Policy {
     static let ownPrefix = "org.sandboxed-run."
     /// The key of `executeFiles`, which `--explain` names.
     public static let executeFilesKey = "org.sandboxed-run.files.execute"
+    public static let bookmarksAppScopeKey = "com.apple.security.files.bookmarks.app-scope"
 
     /// The shipped policies' names, as `--policy` takes them (the tests
     /// require them equal to the files in `Policies/`).
@@ -201,6 +202,7 @@ extension Policy {
         let readWrite = try bool("com.apple.security.files.user-selected.read-write") ?? false
         let readOnly = try bool("com.apple.security.files.user-selected.read-only") ?? false
         userSelectedAccess = readWrite ? .readWrite : (readOnly ? .readOnly : nil)
+        bookmarksAppScope = try bool(Policy.bookmarksAppScopeKey) ?? false
         networkClient = try bool("com.apple.security.network.client") ?? false
         networkServer = try bool("com.apple.security.network.server") ?? false
         symbolicLinks = try bool("org.sandboxed-run.files.symbolic-links") ?? false
@@ -264,7 +266,7 @@ extension Policy {
             "org.sandboxed-run.network.tcp-connect-ports", "org.sandboxed-run.network.tcp-bind-ports",
             "org.sandboxed-run.system-paths.read-execute", "org.sandboxed-run.system-paths.read-only",
             "org.sandboxed-run.system-paths.read-write", syscallsKey, limitsKey, "org.sandboxed-run.files.symbolic-links",
-            Policy.executeFilesKey,
+            Policy.executeFilesKey, Policy.bookmarksAppScopeKey,
         ]
         for key in raw.keys.sorted() where !known.contains(key) {
             if key.hasPrefix(Policy.ownPrefix) {

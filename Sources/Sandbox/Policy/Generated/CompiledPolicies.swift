@@ -10,6 +10,7 @@ extension Policy {
         case "writer":
             policy = Policy(source: "builtin:writer")
             policy.userSelectedAccess = .readWrite
+            policy.bookmarksAppScope = true
             policy.systemPaths = [
                 SystemPath(path: "/usr", access: .readExecute),
                 SystemPath(path: "/bin", access: .readExecute),
@@ -78,6 +79,7 @@ extension Policy {
         case "read-only":
             policy = Policy(source: "builtin:read-only")
             policy.userSelectedAccess = .readOnly
+            policy.bookmarksAppScope = true
             policy.systemPaths = [
                 SystemPath(path: "/usr", access: .readExecute),
                 SystemPath(path: "/bin", access: .readExecute),
@@ -146,6 +148,7 @@ extension Policy {
         case "networked":
             policy = Policy(source: "builtin:networked")
             policy.userSelectedAccess = .readWrite
+            policy.bookmarksAppScope = true
             policy.networkClient = true
             policy.systemPaths = [
                 SystemPath(path: "/usr", access: .readExecute),
@@ -215,6 +218,7 @@ extension Policy {
         case "developer":
             policy = Policy(source: "builtin:developer")
             policy.userSelectedAccess = .readWrite
+            policy.bookmarksAppScope = true
             policy.symbolicLinks = true
             policy.executeFiles = true
             policy.systemPaths = [

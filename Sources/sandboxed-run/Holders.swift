@@ -1,0 +1,183 @@
+@preconcurrency import Glibc
+import ArgumentParser
+import AppSandbox
+import SystemPackage
+
+/// Running sandboxes that hold grants: what `grants revoke` reports and
+/// offers to end, and what `grants holders` lists.
+enum Holding {
+    /// How long a sandbox's launcher has after SIGTERM before SIGKILL.
+    static let grace = 5.0
+    /// How long `revoke` waits for launchers to detach revoked live grants
+    /// (they read the ledger when it changes, and at least once a second).
+    static let detachWait = 3.0
+
+    static func now() -> Double {
+        var time = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &time)
+        return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
+    }
+
+    /// One line for a sandbox: its launcher's pid, app and view.
+    static func headline(_ record: SandboxRecord) -> String {
+        "pid \(record.launcher.pid)  \(Printable.path(record.app))  \(record.view.rawValue) view"
+    }
+
+    /// The command line, each word escaped (its bytes came from whoever named the files in it).
+    static func commandLine(_ record: SandboxRecord) -> String {
+        let words = record.command.map { word -> String in
+            let shown = Printable.path(bytes: word)
+            return shown.isEmpty || shown.contains(" ") || shown.contains("'") || shown.contains("\"")
+                ? "'" + shown.replacingAll("'", with: "\\'") + "'" : shown
+        }
+        return words.joined(separator: " ") + (record.omittedArguments > 0 ? " … (\(record.omittedArguments) more)" : "")
+    }
+
+    static func grantLine(_ held: SandboxRecord.Held) -> String {
+        "\(Printable.path(bytes: held.path.bytes))  (grant \(held.grant), "
+            + (held.kind == .fixed ? "given at launch" : "attached while running") + ")"
+    }
+
+    static func describe(_ record: SandboxRecord, grants: [SandboxRecord.Held]) -> [String] {
+        ["  " + headline(record)] + grants.map { "      " + grantLine($0) } + ["      command: " + commandLine(record)]
+    }
+
+    /// Asks on the terminal; anything but y or yes is no.
+    static func confirm(_ question: String) -> Bool {
+        fflush(stdout)  // what is asked about is printed first
+        let tty = Glibc.open("/dev/tty", O_RDWR | O_CLOEXEC | O_NOCTTY)
+        guard tty >= 0 else { return false }
+        defer { close(tty) }
+        let prompt = Array((question + " [y/N] ").utf8)
+        _ = prompt.withUnsafeBytes { write(tty, $0.baseAddress, $0.count) }
+        var answer: [UInt8] = []
+        var byte: UInt8 = 0
+        while answer.count < 64 {
+            let got = read(tty, &byte, 1)
+            if got < 0 && errno == EINTR { continue }
+            if got <= 0 || byte == UInt8(ascii: "\n") { break }
+            answer.append(byte)
+        }
+        let text = String(decoding: answer, as: UTF8.self).lowercased().trimmingCharacters(in: " \t\r")
+        return text == "y" || text == "yes"
+    }
+
+    /// Ends each sandbox, saying what became of it; true when all ended.
+    static func end(_ records: [SandboxRecord], in running: RunningSandboxes) -> Bool {
+        var all = true
+        for record in records {
+            let who = "pid \(record.launcher.pid) (\(Printable.path(record.app)))"
+            switch running.end(record, grace: grace) {
+            case .ended: print("ended \(who)")
+            case .killed: print("killed \(who): it did not end within \(Int(grace)) s of SIGTERM; the kernel ends its sandbox with it")
+            case .gone: print("\(who) had ended already")
+            case .failed(let errno):
+                print("could not end \(who): \(errno)")
+                all = false
+            }
+        }
+        return all
+    }
+}
+
+extension String {
+    fileprivate func replacingAll(_ target: Character, with replacement: String) -> String {
+        var out = ""
+        for character in self { if character == target { out += replacement } else { out.append(character) } }
+        return out
+    }
+
+    fileprivate func trimmingCharacters(in set: String) -> String {
+        var text = Substring(self)
+        while let first = text.first, set.contains(first) { text = text.dropFirst() }
+        while let last = text.last, set.contains(last) { text = text.dropLast() }
+        return String(text)
+    }
+}
+
+extension GrantsCommand {
+    struct Holders: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "holders",
+            abstract: "List running sandboxes that hold grants.",
+            discussion: """
+                One entry per sandbox: its launcher's pid (the process `grants revoke --end-holders` signals), \
+                the app, the view, each grant it holds (given at launch: kept until it ends; attached while running: \
+                detached when revoked) and its command line, escaped. Records of launchers that ended without removing \
+                them are not shown, and are removed.
+                """)
+        @Option(help: "Only this app's sandboxes.") var app: String?
+
+        func run() throws {
+            let filter = try app.map { try AppID($0) }
+            let survey = try Picking.open().runningSandboxes.survey()
+            let records = survey.running.filter { filter == nil || $0.app == filter!.rawValue }
+            if records.isEmpty { print("no running sandbox holds a grant") }
+            for record in records {
+                Holding.describe(record, grants: record.grants).forEach { print($0) }
+            }
+            if !survey.elsewhere.isEmpty {
+                print("\(survey.elsewhere.count) sandbox record(s) made in another pid namespace: they cannot be checked from here")
+            }
+        }
+    }
+}
+
+/// What `grants revoke` says of the running sandboxes that hold a revoked grant.
+struct RevokeReport {
+    let running: RunningSandboxes
+    let named: Set<GrantID>
+
+    func holds(_ record: SandboxRecord, _ kind: SandboxRecord.Kind) -> [SandboxRecord.Held] {
+        record.grants.filter { named.contains($0.grant) && $0.kind == kind }
+    }
+
+    /// Reports and, when asked, ends; true when no running sandbox still holds a revoked grant.
+    func run(end: Bool?) throws -> Bool {
+        guard !named.isEmpty else { return true }
+        var survey = try running.survey()
+        // Live grants: their launchers detach them; wait until the records say so.
+        let attached = survey.running.filter { !holds($0, .detachable).isEmpty }
+        let deadline = Holding.now() + Holding.detachWait
+        while survey.running.contains(where: { !holds($0, .detachable).isEmpty }), Holding.now() < deadline {
+            usleep(20_000)
+            survey = try running.survey()
+        }
+        let cut = attached.filter { record in !survey.running.contains { $0.launcher == record.launcher && !holds($0, .detachable).isEmpty } }
+        let fixed = survey.running.filter { !holds($0, .fixed).isEmpty }
+        let uncut = survey.running.filter { !holds($0, .detachable).isEmpty }
+        let elsewhere = survey.elsewhere.filter { record in record.grants.contains { named.contains($0.grant) } }
+
+        if !cut.isEmpty {
+            print("cut in \(cut.count) running sandbox\(cut.count == 1 ? "" : "es") (private view): the launcher detached the folder; "
+                + "new lookups in it fail, descriptors already open keep working:")
+            for record in cut { Holding.describe(record, grants: holdsBefore(record, in: attached)).forEach { print($0) } }
+        }
+        let holders = fixed + uncut.filter { record in !fixed.contains { $0.launcher == record.launcher } }
+        if !fixed.isEmpty {
+            print("still held by \(fixed.count) running sandbox\(fixed.count == 1 ? "" : "es"): a folder given at launch is a Landlock rule, "
+                + "which cannot be taken back from a running command, so access continues until the sandbox ends:")
+            for record in fixed { Holding.describe(record, grants: holds(record, .fixed)).forEach { print($0) } }
+        }
+        if !uncut.isEmpty {
+            print("not yet cut after \(Int(Holding.detachWait)) s in \(uncut.count) running sandbox\(uncut.count == 1 ? "" : "es"): "
+                + "its launcher has not detached the folder (it tries again every second):")
+            for record in uncut { Holding.describe(record, grants: holds(record, .detachable)).forEach { print($0) } }
+        }
+        if !elsewhere.isEmpty {
+            print("\(elsewhere.count) sandbox record(s) made in another pid namespace name a revoked grant: they cannot be checked or ended from here")
+        }
+        guard !holders.isEmpty else { return elsewhere.isEmpty }
+        let ending = end ?? (Picking.hasTerminal
+            && Holding.confirm("End \(holders.count == 1 ? "this sandbox" : "these \(holders.count) sandboxes") now (SIGTERM, then SIGKILL after \(Int(Holding.grace)) s)?"))
+        guard ending else {
+            print("nothing was ended: run `sandboxed-run grants revoke` again with --end-holders to end them")
+            return false
+        }
+        return Holding.end(holders, in: running) && elsewhere.isEmpty
+    }
+
+    private func holdsBefore(_ record: SandboxRecord, in before: [SandboxRecord]) -> [SandboxRecord.Held] {
+        before.first { $0.launcher == record.launcher }.map { holds($0, .detachable) } ?? []
+    }
+}

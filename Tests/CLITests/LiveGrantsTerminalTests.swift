@@ -1,0 +1,396 @@
+import Foundation
+import Testing
+import CSyscalls
+
+/// A pty standing in for the user's terminal (as `UserTerminal` in
+/// SandboxTests): the test holds the master, as a terminal emulator would,
+/// a thread keeps everything shown on it, and the launcher runs with the
+/// terminal side as its stdin, stdout and stderr.
+final class PersonAtTerminal: @unchecked Sendable {
+    let master: Int32
+    let terminal: Int32
+    private let lock = NSLock()
+    private var shown: [UInt8] = []
+    private var stopping = false
+    private let stopped = DispatchSemaphore(value: 0)
+
+    init() throws {
+        var master: Int32 = -1
+        var terminal: Int32 = -1
+        try #require(csb_open_pty(&master, &terminal) == 0)
+        self.master = master
+        self.terminal = terminal
+        Thread { [self] in
+            var buffer = [UInt8](repeating: 0, count: 65536)
+            while !lock.withLock({ stopping }) {
+                var fd = pollfd(fd: self.master, events: Int16(POLLIN), revents: 0)
+                guard poll(&fd, 1, 50) > 0 else { continue }
+                let count = read(self.master, &buffer, buffer.count)
+                if count > 0 { lock.withLock { shown += buffer[..<count] } }
+            }
+            stopped.signal()
+        }.start()
+    }
+
+    deinit {
+        lock.withLock { stopping = true }
+        stopped.wait()
+        close(master)
+        close(terminal)
+    }
+
+    var bytes: [UInt8] { lock.withLock { shown } }
+    var output: String { String(decoding: bytes, as: UTF8.self) }
+
+    func count(_ text: String) -> Int { output.components(separatedBy: text).count - 1 }
+
+    /// Waits until `text` was shown `times` times.
+    func waitFor(_ text: String, times: Int = 1, seconds: Double = 20) -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            if count(text) >= times { return true }
+            Thread.sleep(forTimeInterval: 0.02)
+        }
+        return count(text) >= times
+    }
+
+    func type(_ text: String) {
+        _ = text.utf8CString.withUnsafeBufferPointer { write(master, $0.baseAddress, $0.count - 1) }
+    }
+
+    /// The launcher, on this terminal; as uid and gid 65534 when `nobody`.
+    func start(_ arguments: [String], home: CLI.Home, nobody: Bool = false) throws -> Process {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: nobody ? "/usr/bin/setpriv" : CLI.binary)
+        process.arguments = (nobody ? ["--reuid=65534", "--regid=65534", "--clear-groups", CLI.binary] : []) + arguments
+        process.environment = home.environment.merging(["TERM": "xterm"]) { $1 }
+        process.currentDirectoryURL = URL(fileURLWithPath: home.path)
+        let handle = FileHandle(fileDescriptor: terminal, closeOnDealloc: false)
+        process.standardInput = handle
+        process.standardOutput = handle
+        process.standardError = handle
+        try process.run()
+        return process
+    }
+
+    /// Waits for the launcher to end, at most `seconds`, then kills it.
+    func finish(_ process: Process, seconds: Double = 60) -> Int32? {
+        let deadline = Date().addingTimeInterval(seconds)
+        while process.isRunning && Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
+        guard !process.isRunning else {
+            process.terminate()
+            process.waitUntilExit()
+            return nil
+        }
+        return process.terminationStatus
+    }
+}
+
+/// The terminal picker: without `--picker`, an open panel asks the person on
+/// the terminal the launcher relays. The command's output is held back while
+/// the question is up, keys typed then never reach the command, Ctrl-C only
+/// cancels, and what the command printed before cannot hide or rewrite the
+/// question. Live grants need the private view: in the host view the open
+/// panel answers "unavailable" without asking.
+@Suite struct LiveGrantsTerminalTests {
+    let home = CLI.Home()
+    var folder: String { home.path + "/Picked" }
+    static let app = "com.example.live"
+    static let question = "Folder (empty line, Ctrl-D or Ctrl-C: cancel): "
+
+    init() throws {
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        FileManager.default.createFile(atPath: folder + "/note.txt", contents: Data("picked bytes\n".utf8))
+    }
+
+    func start(_ terminal: PersonAtTerminal, _ script: String, options: [String] = [], nobody: Bool = false) throws -> Process {
+        try terminal.start(["run", "--app", Self.app] + options + ["--", "/bin/sh", "-c", script], home: home, nobody: nobody)
+    }
+
+    var grants: String { grants(nobody: false) }
+
+    /// `grants list`, as the user the state belongs to.
+    func grants(nobody: Bool) -> String {
+        let prefix = nobody ? ["--reuid=65534", "--regid=65534", "--clear-groups", CLI.binary] : []
+        return (try? CLI.program(nobody ? "/usr/bin/setpriv" : CLI.binary, prefix + ["grants", "list"], environment: home.environment).stdout) ?? "?"
+    }
+
+    static let canBecomeNobody = getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv")
+
+    @Test func aFolderTypedAtTheTerminalIsReachableInTheSameRunAndLinksAreShown() throws {
+        try typedAtTheTerminal(nobody: false)
+    }
+
+    /// Unprivileged, the launcher cannot open a description of its own of
+    /// the terminal (root's pty): the relay shares the user's, and the question too.
+    @Test(.enabled(if: canBecomeNobody, "needs root (to become uid 65534) and setpriv"))
+    func aFolderTypedAtTheTerminalIsReachableUnprivileged() throws {
+        try typedAtTheTerminal(nobody: true)
+    }
+
+    func typedAtTheTerminal(nobody: Bool) throws {
+        let terminal = try PersonAtTerminal()
+        try FileManager.default.createSymbolicLink(atPath: home.path + "/link", withDestinationPath: folder)
+        if nobody { #expect(try CLI.program("/bin/chown", ["-R", "65534:65534", home.path]).status == 0) }
+        let script = """
+            cat '\(folder)/note.txt' 2>/dev/null || echo before-refused
+            p=$("$SANDBOXED_RUN" open-panel --prompt 'for the notes') || { echo "status $?"; exit 9; }
+            echo "at $p"
+            cat "$p/note.txt"
+            echo written > "$p/new.txt" && echo write-ok
+            """
+        let process = try start(terminal, script, nobody: nobody)
+        #expect(terminal.waitFor(Self.question), "\(terminal.output)")
+        terminal.type(home.path + "/link\n")
+        let status = terminal.finish(process)
+        let shown = terminal.output
+        #expect(status == 0, "\(shown)")
+        #expect(shown.contains("\(Self.app) asks for a folder, to read and write."), "\(shown)")
+        #expect(shown.contains("Its words: \u{201C}for the notes\u{201D}"), "\(shown)")
+        // Where the link led, as pick shows it.
+        #expect(shown.contains("Granted \(folder) (read-write) to \(Self.app)."), "\(shown)")
+        #expect(shown.contains("\(home.path)/link leads there."), "\(shown)")
+        #expect(shown.contains("before-refused"), "\(shown)")
+        #expect(shown.contains("at /run/sandboxed-run/grants/1\r\npicked bytes\r\nwrite-ok"), "\(shown)")
+        #expect((try? String(contentsOfFile: folder + "/new.txt", encoding: .utf8)) == "written\n")
+        #expect(grants(nobody: nobody).contains(folder), "the grant is in the ledger")
+    }
+
+    /// An empty line, Ctrl-D and Ctrl-C each cancel: nothing granted, the
+    /// command keeps running (Ctrl-C signals nobody: not the command, not the launcher).
+    @Test func cancellingGrantsNothingAndTheCommandKeepsRunning() throws {
+        let terminal = try PersonAtTerminal()
+        let script = """
+            for key in empty ctrl-d ctrl-c; do "$SANDBOXED_RUN" open-panel; echo "$key status $?"; done
+            echo still-running
+            ls /run/sandboxed-run/grants | wc -l
+            """
+        let process = try start(terminal, script)
+        for (index, (key, name)) in [("\n", "empty"), ("\u{04}", "ctrl-d"), ("\u{03}", "ctrl-c")].enumerated() {
+            #expect(terminal.waitFor(Self.question, times: index + 1), "\(name): \(terminal.output)")
+            terminal.type(key)
+            #expect(terminal.waitFor("\(name) status"), "\(name): \(terminal.output)")
+        }
+        let status = terminal.finish(process)
+        let shown = terminal.output
+        #expect(status == 0, "\(shown)")
+        for name in ["empty", "ctrl-d", "ctrl-c"] { #expect(shown.contains("\(name) status 1\r\n"), "\(name): \(shown)") }
+        #expect(shown.contains("ctrl-c status 1\r\nstill-running\r\n0\r\n"), "\(shown)")
+        #expect(terminal.count("Cancelled: nothing granted.") == 3, "\(shown)")
+        #expect(!grants.contains(folder))
+    }
+
+    /// What the command writes while the question is up is shown after it,
+    /// none lost; the keys typed at the question never reach the command,
+    /// though it reads its terminal all along.
+    @Test func outputIsHeldBackAndTheAnswerNeverReachesTheCommand() throws {
+        let terminal = try PersonAtTerminal()
+        let script = """
+            exec 3<&0
+            cat <&3 > /tmp/typed &
+            reader=$!
+            (sleep 1; echo LATE-OUTPUT; i=0; while [ $i -lt 2000 ]; do echo "line $i of held output"; i=$((i+1)); done; echo LAST-LINE) &
+            p=$("$SANDBOXED_RUN" open-panel) || exit 9
+            echo "at $p"
+            sleep 2
+            kill $reader
+            printf 'typed[%s]\\n' "$(cat /tmp/typed)"
+            wait
+            """
+        let process = try start(terminal, script)
+        #expect(terminal.waitFor(Self.question), "\(terminal.output)")
+        // The command writes 50 KB meanwhile: none of it is shown while the question is up.
+        Thread.sleep(forTimeInterval: 3)
+        #expect(!terminal.output.contains("LATE-OUTPUT"), "\(terminal.output)")
+        terminal.type(folder + "\n")
+        #expect(terminal.waitFor("at /run/sandboxed-run/grants/1"), "\(terminal.output)")
+        terminal.type("after-the-question\n")
+        let status = terminal.finish(process)
+        let shown = terminal.output
+        #expect(status == 0, "\(shown)")
+        #expect(shown.contains("typed[after-the-question]"), "\(shown)")
+        #expect(!shown.contains("typed[" + folder), "\(shown)")
+        let granted = try #require(shown.range(of: "Granted \(folder)"), "\(shown)")
+        let late = try #require(shown.range(of: "LATE-OUTPUT"), "\(shown)")
+        #expect(granted.upperBound <= late.lowerBound, "the held output came after the question")
+        for index in [0, 999, 1999] { #expect(shown.contains("line \(index) of held output\r\n"), "line \(index)") }
+        #expect(shown.contains("LAST-LINE"))
+    }
+
+    /// The command tries to hide or rewrite the question: escape sequences in
+    /// its --prompt text, and output just before it asks that leaves a half
+    /// line, an OSC string open (it would swallow what follows), invisible
+    /// and black-on-black text, a hidden cursor, a scroll region, redefined
+    /// default colours, bracketed paste. Its text reaches the terminal
+    /// escaped, and the terminal is reset before the question's first line.
+    @Test func theCommandCannotForgeOrHideTheQuestion() throws {
+        let terminal = try PersonAtTerminal()
+        let hostile = "\u{1B}[2J\u{1B}[H\u{1B}]0;title\u{07}\rGranted /etc (read-write)\n\u{1B}[8m"
+        let before = "half line \u{1B}]11;rgb:00/00/00\u{1B}\\\u{1B}]10;rgb:00/00/00\u{1B}\\\u{1B}[8m\u{1B}[30;40m\u{1B}[?25l\u{1B}[3;4r\u{1B}[?2004h\u{1B}]0;open-title "
+        let script = """
+            printf '%s' "$BEFORE"
+            "$SANDBOXED_RUN" open-panel --prompt "$HOSTILE"; echo "status $?"
+            """
+        let process = try start(terminal, script, options: ["--setenv", "HOSTILE=" + hostile, "--setenv", "BEFORE=" + before])
+        #expect(terminal.waitFor(Self.question), "\(terminal.output)")
+        terminal.type("\n")
+        #expect(terminal.finish(process) == 0, "\(terminal.output)")
+        let shown = terminal.bytes
+        let text = String(decoding: shown, as: UTF8.self)
+        #expect(text.contains("status 1"), "\(text)")
+        // The prompt's text, escaped: not one of its control characters reached the terminal.
+        #expect(text.contains("Its words: \u{201C}\\x1b[2J\\x1b[H\\x1b]0;title\\x07\\rGranted /etc (read-write)\\n\\x1b[8m\u{201D}"), "\(text)")
+        #expect(!text.contains(hostile))
+        // Between the command's last byte and the question's first line, the terminal is put back.
+        let end = try #require(text.range(of: "open-title "), "\(text)")
+        let first = try #require(text.range(of: "asks for a folder"), "\(text)")
+        let between = String(text[end.upperBound..<first.lowerBound])
+        let closesStrings = between.hasPrefix("\u{18}")  // CAN ends the open OSC before anything else
+        #expect(closesStrings, "the open OSC string would swallow the question: \(between.debugDescription)")
+        for (sequence, what) in [("\u{1B}[0m", "attributes (concealed, black on black)"), ("\u{1B}]110", "the default foreground"),
+                                 ("\u{1B}]111", "the default background"), ("\u{1B}[r", "the scroll region"),
+                                 ("\u{1B}[?25h", "the hidden cursor"), ("\u{1B}[?2004l", "bracketed paste"),
+                                 ("\r\n", "a fresh line after the half line"), ("\u{1B}[J", "what is below erased")] {
+            #expect(between.contains(sequence), "\(what) not reset: \(between.debugDescription)")
+        }
+        #expect(text.contains("half line "), "what the command wrote before is shown")
+    }
+
+    /// The command times its question to appear while the person types (to
+    /// the command): what they type before the question asks for the answer
+    /// (`settle`, half a second) is neither echoed nor taken.
+    @Test func keysTypedAsTheQuestionAppearsAreNotTaken() throws {
+        let terminal = try PersonAtTerminal()
+        let process = try start(terminal, "\"$SANDBOXED_RUN\" open-panel; echo \"status $?\"")
+        #expect(terminal.waitFor("asks for a folder", seconds: 20), "\(terminal.output)")
+        let early = !terminal.output.contains(Self.question)
+        terminal.type(folder + "\n")
+        #expect(early, "the keys were typed only after the question asked (the machine was too slow for this test)")
+        #expect(terminal.waitFor(Self.question), "\(terminal.output)")
+        Thread.sleep(forTimeInterval: 0.5)
+        terminal.type("\n")
+        #expect(terminal.finish(process) == 0, "\(terminal.output)")
+        #expect(terminal.output.contains("status 1"), "\(terminal.output)")
+        #expect(!terminal.output.contains(folder), "the early keys were echoed: \(terminal.output)")
+        #expect(!grants.contains(folder))
+    }
+
+    /// The command ends while the question is up: the question is put away,
+    /// the person told, and the terminal is left in the modes it had before
+    /// the launch (not raw, not the question's).
+    @Test func theCommandEndingWhileAskedRestoresTheTerminal() throws {
+        let terminal = try PersonAtTerminal()
+        var modes = termios()
+        #expect(tcgetattr(terminal.terminal, &modes) == 0)
+        let before = modes
+        let process = try start(terminal, "(\"$SANDBOXED_RUN\" open-panel &); sleep 2; echo bye")
+        #expect(terminal.waitFor(Self.question), "\(terminal.output)")
+        #expect(terminal.finish(process) == 0, "\(terminal.output)")
+        #expect(terminal.output.contains("The sandbox ended: nothing granted."), "\(terminal.output)")
+        var after = termios()
+        #expect(tcgetattr(terminal.terminal, &after) == 0)
+        #expect(withUnsafeBytes(of: before) { a in withUnsafeBytes(of: after) { b in a.elementsEqual(b) } }, "the terminal's modes changed")
+        #expect(!grants.contains(folder))
+    }
+
+    /// In the host view nothing can be attached: the open panel says so at
+    /// once, nothing is asked, and the terminal stays the command's.
+    @Test func inTheHostViewNothingIsAsked() throws {
+        let terminal = try PersonAtTerminal()
+        let process = try start(terminal, "\"$SANDBOXED_RUN\" open-panel; echo \"status $?\"; read -r line; echo \"read [$line]\"",
+                                options: ["--view", "host"])
+        #expect(terminal.waitFor("status 3"), "\(terminal.output)")
+        terminal.type("keys\n")
+        #expect(terminal.finish(process) == 0, "\(terminal.output)")
+        #expect(terminal.output.contains("read [keys]"), "\(terminal.output)")
+        #expect(!terminal.output.contains(Self.question))
+    }
+
+    /// A unix-socket connect in the sandbox's /tmp: the supervisor decides
+    /// it (seccomp user notification), so it returns only while the launcher serves.
+    static let connect = """
+        import os, socket
+        l = socket.socket(socket.AF_UNIX); l.bind("/tmp/s.sock"); l.listen()
+        c = socket.socket(socket.AF_UNIX); c.connect("/tmp/s.sock")
+        open(os.environ["SANDBOX_CONTAINER"] + "/connected", "w").close()
+        """
+
+    /// While the person thinks, the launcher serves the sandbox: a
+    /// revocation of a folder attached earlier cuts it at once, not once
+    /// the question is answered, and the supervisor answers the command's
+    /// other processes.
+    @Test func theSandboxIsServedWhileTheQuestionIsUp() throws {
+        let terminal = try PersonAtTerminal()
+        let script = """
+            a=$("$SANDBOXED_RUN" open-panel) || exit 9
+            (while [ -e "$a/note.txt" ]; do sleep 0.05; done; : > "$SANDBOX_CONTAINER/cut") &
+            (sleep 0.5; python3 -c "$CONNECT") &
+            "$SANDBOXED_RUN" open-panel; echo "second $?"
+            wait
+            """
+        let process = try start(terminal, script, options: ["--setenv", "CONNECT=" + Self.connect])
+        #expect(terminal.waitFor(Self.question), "\(terminal.output)")
+        terminal.type(folder + "\n")
+        #expect(terminal.waitFor(Self.question, times: 2), "\(terminal.output)")
+        #expect(Self.waitForFile(in: home.path + "/data", named: "connected", seconds: 10), "the supervisor waited for the person")
+        let revoked = try CLI.run(["grants", "revoke", "--folder", folder], home: home)
+        #expect(revoked.status == 0, "\(revoked)")
+        let cut = LiveGrantsTerminalTests.waitForFile(in: home.path + "/data", named: "cut", seconds: 10)
+        #expect(cut, "the revocation waited for the person")
+        #expect(terminal.output.contains(Self.question) && !terminal.output.contains("second"), "the question is still up")
+        terminal.type("\n")
+        #expect(terminal.finish(process) == 0, "\(terminal.output)")
+        #expect(terminal.output.contains("second 1"), "\(terminal.output)")
+    }
+
+    /// The same for a picker program (`--picker`): it is waited for in the
+    /// launcher's loop, not in a call that stops it.
+    @Test func theSandboxIsServedWhileAPickerProgramIsUp() throws {
+        let picker = home.path + "/picker"
+        let flag = home.path + "/release"
+        let count = home.path + "/asked"
+        // The first call answers at once; the second waits until the test releases it, then cancels.
+        let program = """
+            #!/bin/sh
+            echo x >> '\(count)'
+            if [ "$(wc -l < '\(count)')" -eq 1 ]; then printf '%s\\n' '\(folder)'; exit 0; fi
+            i=0; while [ ! -e '\(flag)' ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done
+            exit 1
+            """
+        FileManager.default.createFile(atPath: picker, contents: Data(program.utf8), attributes: [.posixPermissions: 0o755])
+        let script = """
+            a=$("$SANDBOXED_RUN" open-panel) || exit 9
+            (while [ -e "$a/note.txt" ]; do sleep 0.05; done; : > "$SANDBOX_CONTAINER/cut") &
+            (sleep 0.5; python3 -c "$CONNECT") &
+            "$SANDBOXED_RUN" open-panel; echo "second $?"
+            wait
+            """
+        let (process, out, _) = try CLI.start(["run", "--app", Self.app, "--picker", picker, "--setenv", "CONNECT=" + Self.connect,
+                                                "--", "/bin/sh", "-c", script], home: home)
+        var waited = 0
+        while ((try? String(contentsOfFile: count, encoding: .utf8)) ?? "").split(separator: "\n").count < 2 && waited < 400 {
+            usleep(50_000)
+            waited += 1
+        }
+        let revoked = try CLI.run(["grants", "revoke", "--folder", folder], home: home)
+        #expect(revoked.status == 0, "\(revoked)")
+        let cut = LiveGrantsTerminalTests.waitForFile(in: home.path + "/data", named: "cut", seconds: 10)
+        #expect(cut, "the revocation waited for the picker")
+        #expect(Self.waitForFile(in: home.path + "/data", named: "connected", seconds: 10), "the supervisor waited for the picker")
+        FileManager.default.createFile(atPath: flag, contents: Data())
+        let stdout = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0 && stdout == "second 1\n", "\(stdout)")
+    }
+
+    /// Whether a file `name` appears anywhere under `root` within `seconds`.
+    static func waitForFile(in root: String, named name: String, seconds: Double) -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        repeat {
+            if let found = FileManager.default.enumerator(atPath: root)?.contains(where: { ($0 as? String)?.hasSuffix("/" + name) == true }),
+               found { return true }
+            Thread.sleep(forTimeInterval: 0.05)
+        } while Date() < deadline
+        return false
+    }
+}

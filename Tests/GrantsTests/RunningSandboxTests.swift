@@ -1,0 +1,65 @@
+import Foundation
+import Testing
+import SystemPackage
+@testable import AppSandbox
+@testable import Grants
+@testable import Sandbox
+
+/// The launcher's record of its running sandbox, as a library caller meets it.
+@Suite struct RunningSandboxTests {
+    /// A grant revoked after the launcher resolved it but before its record
+    /// existed: `revoke` could not have named the sandbox, so the launch
+    /// must not go on. Without the second look at the ledger it would run
+    /// unseen with the revoked folder.
+    @Test func aGrantRevokedBeforeTheRecordExistedFailsTheLaunch() throws {
+        let home = Home()
+        let session = try SessionTests.session(home)
+        let issued = try session.broker().grant(app: memo, folder: try home.folder("Vault"), access: .readWrite)
+        let held = SandboxRecord.Held(grant: issued.id, path: issued.path, kind: .fixed)
+        // Resolved, then revoked by another process before the record is written.
+        #expect(try session.broker().revoke(grant: issued.id.hex) == 1)
+        let registration = session.sandboxRegistration(app: memo, view: .host, command: [Array("/bin/true".utf8)])
+        #expect(throws: GrantError.self) { try registration.holdAtLaunch([held]) }
+        #expect(try session.runningSandboxes().survey().running.isEmpty, "the record went with the refused launch")
+
+        // A live grant: recorded, seen as this process's, removed at the end.
+        let live = try session.broker().grant(app: memo, folder: try home.folder("Notes"), access: .readOnly)
+        let kept = session.sandboxRegistration(app: memo, view: .private, command: [Array("/bin/true".utf8), [0xff, 0x1b]])
+        try kept.holdAtLaunch([SandboxRecord.Held(grant: live.id, path: live.path, kind: .fixed)])
+        let survey = try session.runningSandboxes().survey()
+        let record = try #require(survey.running.first)
+        #expect(survey.running.count == 1 && record.launcher.pid == getpid() && record.view == .private)
+        #expect(record.command == [Array("/bin/true".utf8), [0xff, 0x1b]] && record.grants.map(\.grant) == [live.id])
+        kept.end()
+        #expect(try session.runningSandboxes().survey().running.isEmpty)
+    }
+
+    /// The command name in /proc/PID/stat is whatever the process chose:
+    /// parentheses and spaces in it must not shift the fields.
+    @Test func theStartTimeIsReadPastAHostileCommandName() {
+        let fields = (3...22).map { String($0) }.joined(separator: " ")
+        let line = Array("42 (a) 1 2 3 ) x (y) \(fields) 23 24\n".utf8)
+        #expect(ProcessIdentity.parseStartTime(line) == 22)
+        #expect(ProcessIdentity.parseStartTime(Array("42 (short) 1 2\n".utf8)) == nil)
+        #expect(ProcessIdentity.parseStartTime(Array("no parenthesis".utf8)) == nil)
+        let me = try? ProcessIdentity.current()
+        #expect(me?.pid == getpid() && (try? me?.state()) == .running)
+    }
+
+    @Test func aRecordIsReadBackExactlyAndOneCutShortIsRefused() throws {
+        let me = try ProcessIdentity.current()
+        let id = GrantID(digest: [UInt8](repeating: 7, count: 32))
+        let long = [UInt8](repeating: 0x41, count: 3000)
+        let record = SandboxRecord(
+            launcher: me, app: "com.example.memo", view: .host,
+            grants: [.init(grant: id, path: FilePath(bytes: [0x2f, 0xff, 0x0a, 0x1b]), kind: .detachable)],
+            command: [long, [0x0a], long, long])
+        #expect(record.command.count == 2 && record.omittedArguments == 2, "the command line is capped at \(SandboxRecord.commandLimit) bytes")
+        let bytes = record.encoded()
+        guard case .success(let decoded) = SandboxRecord.decode(bytes) else { Issue.record("not read back"); return }
+        #expect(decoded == record)
+        for cut in [bytes.count - 1, bytes.count - 5, bytes.count / 2, 10, 0] {
+            guard case .failure = SandboxRecord.decode(Array(bytes.prefix(cut))) else { Issue.record("a record cut at \(cut) was read"); continue }
+        }
+    }
+}
