@@ -451,7 +451,7 @@ public final class LiveGrantService: @unchecked Sendable {
         recordLater { (record: SandboxRegistration) throws(GrantError) in try record.detached(id) }
         // A watch the command put there would go on telling it of changes.
         if let folder = entry.folder, running?.forgetWatches(of: folder) == false {
-            throw .failed(step: "removing the command's watches in the folder", errno: .invalidArgument)
+            throw .watchesRemain
         }
     }
 
