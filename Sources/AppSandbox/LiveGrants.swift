@@ -1,4 +1,5 @@
 @preconcurrency import Glibc
+import CSyscalls
 import Grants
 import Sandbox
 import SystemPackage
@@ -22,10 +23,9 @@ public struct AskpassPicker: Sendable {
     /// output as it comes (`Running`), so that nothing else waits for the person.
     public func start(prompt: String) throws(LiveGrantPickerError) -> Running {
         var pipe: [CInt] = [-1, -1]
-        guard Glibc.pipe(&pipe) == 0 else { throw .couldNotRun(program: program, errno: Errno(rawValue: errno)) }
-        // Close-on-exec at once: nothing else the launcher starts may hold the picker's output.
-        _ = fcntl(pipe[0], F_SETFD, FD_CLOEXEC)
-        _ = fcntl(pipe[1], F_SETFD, FD_CLOEXEC)
+        // Close-on-exec from the start: a process another thread of the
+        // launcher starts meanwhile must not hold the picker's output open.
+        guard csb_pipe_cloexec(&pipe) == 0 else { throw .couldNotRun(program: program, errno: Errno(rawValue: errno)) }
         _ = fcntl(pipe[0], F_SETFL, O_NONBLOCK)
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
@@ -451,7 +451,7 @@ public final class LiveGrantService: @unchecked Sendable {
         recordLater { (record: SandboxRegistration) throws(GrantError) in try record.detached(id) }
         // A watch the command put there would go on telling it of changes.
         if let folder = entry.folder, running?.forgetWatches(of: folder) == false {
-            throw .failed(step: "removing the command's watches in the folder", errno: .invalidArgument)
+            throw .watchesRemain
         }
     }
 

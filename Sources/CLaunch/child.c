@@ -6,9 +6,8 @@
 #define _GNU_SOURCE 1
 #include "internal.h"
 
-void csb_report_send(int fd, int stage, int error, int value, int passed_fd) {
-    struct csb_report report = { .stage = stage, .error = error, .value = value };
-    struct iovec iov = { .iov_base = &report, .iov_len = sizeof(report) };
+ssize_t csb_send_with_fd(int fd, const void *bytes, size_t length, int passed_fd) {
+    struct iovec iov = { .iov_base = (void *)bytes, .iov_len = length };
     union { char buf[CMSG_SPACE(sizeof(int))]; struct cmsghdr align; } control;
     struct msghdr msg;
     memset(&msg, 0, sizeof(msg));
@@ -24,7 +23,14 @@ void csb_report_send(int fd, int stage, int error, int value, int passed_fd) {
         cmsg->cmsg_len = CMSG_LEN(sizeof(int));
         memcpy(CMSG_DATA(cmsg), &passed_fd, sizeof(int));
     }
-    while (sendmsg(fd, &msg, MSG_NOSIGNAL) < 0 && errno == EINTR) {}
+    ssize_t sent;
+    do { sent = sendmsg(fd, &msg, MSG_NOSIGNAL); } while (sent < 0 && errno == EINTR);
+    return sent;
+}
+
+void csb_report_send(int fd, int stage, int error, int value, int passed_fd) {
+    struct csb_report report = { .stage = stage, .error = error, .value = value };
+    (void)csb_send_with_fd(fd, &report, sizeof(report), passed_fd);
 }
 
 __attribute__((noreturn)) static void csb_child_fail(int report_fd, int stage) {

@@ -350,23 +350,5 @@ int csb_grant_helper_spawn(int keeper_pidfd, int user_namespace, int area, int a
 }
 
 ssize_t csb_grant_send(int socket_fd, const struct csb_grant_request *request, int passed_fd) {
-    struct iovec iov = { .iov_base = (void *)request, .iov_len = sizeof(*request) };
-    union { char buf[CMSG_SPACE(sizeof(int))]; struct cmsghdr align; } control;
-    struct msghdr msg;
-    memset(&msg, 0, sizeof(msg));
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    if (passed_fd >= 0) {
-        memset(&control, 0, sizeof(control));
-        msg.msg_control = control.buf;
-        msg.msg_controllen = sizeof(control.buf);
-        struct cmsghdr *cmsg = CMSG_FIRSTHDR(&msg);
-        cmsg->cmsg_level = SOL_SOCKET;
-        cmsg->cmsg_type = SCM_RIGHTS;
-        cmsg->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(cmsg), &passed_fd, sizeof(int));
-    }
-    ssize_t sent;
-    do { sent = sendmsg(socket_fd, &msg, MSG_NOSIGNAL); } while (sent < 0 && errno == EINTR);
-    return sent;
+    return csb_send_with_fd(socket_fd, request, sizeof(*request), passed_fd);
 }

@@ -45,6 +45,8 @@ struct csb_report { int stage; int error; int value; };
 
 /// One report message, with `passed_fd` as SCM_RIGHTS when >= 0.
 void csb_report_send(int fd, int stage, int error, int value, int passed_fd);
+/// One message of `length` bytes, with `passed_fd` as SCM_RIGHTS when >= 0; EINTR retried.
+ssize_t csb_send_with_fd(int fd, const void *bytes, size_t length, int passed_fd);
 
 /// Builds the private view in the keeper's new namespaces (view.c), and
 /// brings up the loopback of a private network unless `loopback_up`: 0, or

@@ -153,3 +153,7 @@ int csb_same_open_file(int a, int b) {
 int csb_inotify_rm_watch(int instance, int watch) {
     return inotify_rm_watch(instance, watch);
 }
+
+int csb_pipe_cloexec(int *fds) {
+    return pipe2(fds, O_CLOEXEC);
+}

@@ -9,10 +9,23 @@ import CSyscalls
 final class PersonAtTerminal: @unchecked Sendable {
     let master: Int32
     let terminal: Int32
-    private let lock = NSLock()
-    private var shown: [UInt8] = []
-    private var stopping = false
-    private let stopped = DispatchSemaphore(value: 0)
+    /// What the reader thread shares with the test, apart from `self`: a
+    /// thread holding `self` would keep it alive, and its pty open, for good.
+    private final class Screen: @unchecked Sendable {
+        let lock = NSLock()
+        var shown: [UInt8] = []
+        var stopping = false
+        var paused = false
+        let stopped = DispatchSemaphore(value: 0)
+    }
+    private let screen = Screen()
+    private var lock: NSLock { screen.lock }
+    private var shown: [UInt8] { screen.shown }
+    private var stopping: Bool {
+        get { screen.stopping }
+        set { screen.stopping = newValue }
+    }
+    private var stopped: DispatchSemaphore { screen.stopped }
 
     init() throws {
         var master: Int32 = -1
@@ -20,15 +33,15 @@ final class PersonAtTerminal: @unchecked Sendable {
         try #require(csb_open_pty(&master, &terminal) == 0)
         self.master = master
         self.terminal = terminal
-        Thread { [self] in
+        Thread { [screen, master] in
             var buffer = [UInt8](repeating: 0, count: 65536)
-            while !lock.withLock({ stopping }) {
-                var fd = pollfd(fd: self.master, events: Int16(POLLIN), revents: 0)
+            while !screen.lock.withLock({ screen.stopping }) {
+                var fd = pollfd(fd: master, events: Int16(POLLIN), revents: 0)
                 guard poll(&fd, 1, 50) > 0 else { continue }
-                let count = read(self.master, &buffer, buffer.count)
-                if count > 0 { lock.withLock { shown += buffer[..<count] } }
+                let count = read(master, &buffer, buffer.count)
+                if count > 0 { screen.lock.withLock { screen.shown += buffer[..<count] } }
             }
-            stopped.signal()
+            screen.stopped.signal()
         }.start()
     }
 

@@ -8,11 +8,27 @@ import CSyscalls
 final class UserTerminal: @unchecked Sendable {
     let master: Int32
     let terminal: Int32
-    private let lock = NSLock()
-    private var shown: [UInt8] = []
-    private var stopping = false
-    private var paused = false
-    private let stopped = DispatchSemaphore(value: 0)
+    /// What the reader thread shares with the test, apart from `self`: a
+    /// thread holding `self` would keep it alive, and its pty open, for good.
+    private final class Screen: @unchecked Sendable {
+        let lock = NSLock()
+        var shown: [UInt8] = []
+        var stopping = false
+        var paused = false
+        let stopped = DispatchSemaphore(value: 0)
+    }
+    private let screen = Screen()
+    private var lock: NSLock { screen.lock }
+    private var shown: [UInt8] { screen.shown }
+    private var stopping: Bool {
+        get { screen.stopping }
+        set { screen.stopping = newValue }
+    }
+    private var stopped: DispatchSemaphore { screen.stopped }
+    private var paused: Bool {
+        get { screen.paused }
+        set { screen.paused = newValue }
+    }
 
     init() throws {
         var master: Int32 = -1
@@ -20,19 +36,19 @@ final class UserTerminal: @unchecked Sendable {
         try #require(csb_open_pty(&master, &terminal) == 0)
         self.master = master
         self.terminal = terminal
-        Thread { [self] in
+        Thread { [screen, master] in
             var buffer = [UInt8](repeating: 0, count: 65536)
-            while !lock.withLock({ stopping }) {
-                if lock.withLock({ paused }) {
+            while !screen.lock.withLock({ screen.stopping }) {
+                if screen.lock.withLock({ screen.paused }) {
                     Thread.sleep(forTimeInterval: 0.02)
                     continue
                 }
-                var fd = pollfd(fd: self.master, events: Int16(POLLIN), revents: 0)
+                var fd = pollfd(fd: master, events: Int16(POLLIN), revents: 0)
                 guard poll(&fd, 1, 50) > 0 else { continue }
-                let count = read(self.master, &buffer, buffer.count)
-                if count > 0 { lock.withLock { shown += buffer[..<count] } }
+                let count = read(master, &buffer, buffer.count)
+                if count > 0 { screen.lock.withLock { screen.shown += buffer[..<count] } }
             }
-            stopped.signal()
+            screen.stopped.signal()
         }.start()
     }
 

@@ -119,6 +119,8 @@ int csb_pidfd_open(pid_t pid);
 /// 1 when descriptors `a` and `b` of this process are the same open file
 /// (`kcmp(KCMP_FILE)`), 0 when not, -1 with errno.
 int csb_same_open_file(int a, int b);
+/// `pipe2(fds, O_CLOEXEC)` (Glibc's module hides pipe2): no other thread's child inherits either end.
+int csb_pipe_cloexec(int *_Nonnull fds);
 /// `inotify_rm_watch(2)`.
 int csb_inotify_rm_watch(int instance, int watch);
 /// `pidfd_send_signal(2)`: signals exactly the process the pidfd refers to (ESRCH once it has exited).

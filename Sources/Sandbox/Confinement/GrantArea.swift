@@ -377,10 +377,10 @@ public final class RunningGrants: @unchecked Sendable {
                 _ = try area.detachMount(entry.mount)
                 cut += entry.grants
                 if !forgetWatches(of: entry.mount) {
-                    failure = .failed(step: "removing the command's watches in the folder", errno: .invalidArgument)
+                    failure = .watchesRemain
                 }
-            } catch .failed(let step, let errno) where step == LiveGrantArea.describe(step: Int32(CSB_GRANT_STEP_READ_ONLY.rawValue)) {
-                failure = .failed(step: step, errno: errno)  // detached: nothing to try again, but the sandbox must end
+            } catch .detachedWritable(let error) {
+                failure = .detachedWritable(error)  // detached: nothing to try again, but the sandbox must end
             } catch {
                 failure = error
                 kept.append(entry)
@@ -577,6 +577,7 @@ public final class LiveGrantArea: @unchecked Sendable {
             repeat { got = withUnsafeMutableBytes(of: &reply) { recv(socket, $0.baseAddress, $0.count, 0) } } while got < 0 && errno == EINTR
             guard got == MemoryLayout<csb_grant_reply>.size else { throw .helperGone(got == 0 ? .brokenPipe : Errno(rawValue: errno)) }
             guard reply.sequence == expected else { continue }
+            if reply.error != 0 && reply.step == Int32(CSB_GRANT_STEP_READ_ONLY.rawValue) { throw .detachedWritable(Errno(rawValue: reply.error)) }
             if reply.error != 0 { throw .failed(step: Self.describe(step: reply.step), errno: Errno(rawValue: reply.error)) }
             return
         }
@@ -612,10 +613,19 @@ public enum LiveGrantAreaError: Error, Equatable, CustomStringConvertible, Senda
     /// The helper did not answer (it ended with the sandbox, or hangs).
     case helperGone(Errno)
     case failed(step: String, errno: Errno)
+    /// A launch-time grant was detached but could not be made read-only
+    /// first (a file in it open for writing): what the command holds open
+    /// there could still be written.
+    case detachedWritable(Errno)
+    /// A folder was taken away, but a watch the command put in it could not be removed.
+    case watchesRemain
 
     public var description: String {
         switch self {
         case .notAttachable(let why): why
+        case .detachedWritable(let error):
+            "\(LiveGrantArea.describe(step: Int32(CSB_GRANT_STEP_READ_ONLY.rawValue))) failed: \(error)"
+        case .watchesRemain: "a watch the command put in the folder could not be removed"
         case .helperGone(let error): "the sandbox's grant helper did not answer (\(error)): the sandbox is ending"
         case .failed(let step, let error): "\(step) failed: \(error)"
         }
