@@ -192,24 +192,6 @@ public final class LiveGrantService: @unchecked Sendable {
     private var lastCheck = 0.0
     /// The backstop: the ledger is read this often (seconds) even without news of a change.
     public static let recheckInterval = 1.0
-    /// Changes to the sandbox's record (`registration`), written after the
-    /// reply went out (at the next wake of the wait loop): the record only
-    /// tells `grants revoke` what to report, and its synced write would
-    /// otherwise stand between the command and its folder.
-    private var recordUpdates: [(SandboxRegistration) throws(GrantError) -> Void] = []
-
-    private func recordLater(_ update: @escaping (SandboxRegistration) throws(GrantError) -> Void) {
-        guard registration != nil else { return }
-        recordUpdates.append(update)
-    }
-
-    private func writeRecordUpdates() {
-        guard let registration, !recordUpdates.isEmpty else { return }
-        let updates = recordUpdates
-        recordUpdates = []
-        for update in updates { try? update(registration) }
-    }
-
     /// When `serve` was called, and how long a sandbox with only launch-time grants runs before its ledger is watched (seconds).
     private var servedAt = LiveGrantService.now()
     static let watchAfter = 0.05
@@ -368,7 +350,7 @@ public final class LiveGrantService: @unchecked Sendable {
             self.area = area
             attached[issued.id] = Attached(path: reached, folder: folder, starts: 0, pinned: true)
             // Only what revoke reports depends on the record: the launcher detaches a revoked grant either way.
-            recordLater { (record: SandboxRegistration) throws(GrantError) in try record.attached(issued.id, path: issued.path) }
+            try? registration?.attached(issued.id, path: issued.path)
             // Where the folder is, links resolved: what the person typed may have led elsewhere.
             let actual = folder.currentPath ?? path
             var lines = ["Granted \(Printable.path(actual)) (\(access.rawValue)) to \(app)."]
@@ -414,7 +396,7 @@ public final class LiveGrantService: @unchecked Sendable {
             let reached = try area.attach(folder, writable: writable)
             self.area = area
             attached[grant.id] = Attached(path: reached, folder: folder, starts: 1, pinned: false)
-            recordLater { (record: SandboxRegistration) throws(GrantError) in try record.attached(grant.id, path: path) }
+            try? registration?.attached(grant.id, path: path)
             return LiveGrantReply(status: .granted, text: reached.bytes, bookmark: renewed)
         } catch {
             return LiveGrantReply(status: .refused, message: "\(error)")
@@ -448,7 +430,7 @@ public final class LiveGrantService: @unchecked Sendable {
         guard let area else { throw .notAttachable("no grant area") }
         try area.detach(entry.path)
         attached[id] = nil
-        recordLater { (record: SandboxRegistration) throws(GrantError) in try record.detached(id) }
+        try? registration?.detached(id)
         // A watch the command put there would go on telling it of changes.
         if let folder = entry.folder, running?.forgetWatches(of: folder) == false {
             throw .watchesRemain
@@ -459,8 +441,6 @@ public final class LiveGrantService: @unchecked Sendable {
 
     /// What the launcher's wait loop polls while folders are attached.
     func watch() -> (descriptor: CInt?, timeout: CInt)? {
-        // The reply before this wake went out already: the record catches up now.
-        writeRecordUpdates()
         guard !attached.isEmpty || !watchedLaunchGrants.isEmpty else { return nil }
         let now = Self.now()
         // Launch-time grants only: the watch starts once the command has run
