@@ -28,8 +28,10 @@ import Testing
     final class Probe {
         let plan: ConfinementPlan
         let output: String
-        /// The probes' stdin: closing `hold` ends them.
-        let hold: CInt
+        /// The probes' stdin: closing it (once, through `release()`) ends them.
+        /// Owned here alone: a second close would close whatever another test,
+        /// running in parallel in this process, was given that number for.
+        private var hold: CInt
         private let descriptors: [CInt]
 
         init(in scratch: Scratch) throws {
@@ -51,7 +53,17 @@ import Testing
             plan = try ConfinementPlan(request)
         }
 
-        deinit { (descriptors + [hold]).forEach { close($0) } }
+        deinit {
+            descriptors.forEach { close($0) }
+            release()
+        }
+
+        /// Ends the probes' stdin. Closes `hold` at most once.
+        func release() {
+            guard hold >= 0 else { return }
+            close(hold)
+            hold = -1
+        }
 
         /// Starts one launch and returns once it has printed (within 30 s): its three lines.
         func start(after lines: Int = 0) throws -> (process: ConfinedProcess, output: [String]) {
@@ -78,8 +90,8 @@ import Testing
         let first = try probe.start()
         let again = try probe.start(after: 3)
         let third = try other.start()
-        close(probe.hold)
-        close(other.hold)
+        probe.release()
+        other.release()
         for started in [first, again, third] { #expect(try started.process.wait() == .exited(0)) }
         let namespaces = [first, again, third].map { $0.output.first ?? "" }
         #expect(namespaces.allSatisfy { $0.hasPrefix("net:[") }, "\(namespaces)")
@@ -96,7 +108,7 @@ import Testing
         let probe = try Probe(in: scratch)
         let first = try probe.start()
         let again = try probe.start(after: 3)
-        close(probe.hold)
+        probe.release()
         for started in [first, again] {
             #expect(try started.process.wait() == .exited(0))
             #expect(started.output.last == "lo up", "\(started.output)")
