@@ -77,6 +77,8 @@ let package = Package(
         // An app written only against the Apple-like API (SecurityScope, OpenPanel,
         // SecurityScopedURL): the same binary unconfined and under `run`.
         .executableTarget(name: "scoped-notes", dependencies: ["AppSandbox"], path: "Examples/ScopedNotes"),
+        // A launcher on the library (SandboxSession.launch), as docs/live-grants.md shows it.
+        .executableTarget(name: "swift-launcher", dependencies: ["AppSandbox"], path: "Examples/SwiftLauncher"),
         .executableTarget(name: "grants-benchmark", dependencies: ["Grants", "Sandbox"], path: "Benchmarks/GrantsBenchmark"),
         .executableTarget(
             name: "bookmark-fuzzer",
@@ -94,7 +96,7 @@ let package = Package(
             dependencies: ["Sandbox", "CSyscalls", "CLaunch", "CSeccomp", "Policies", "PolicyOracle", "LiveGrantOracle"]
         ),
         .testTarget(name: "GrantsTests", dependencies: ["Grants", "Sandbox", "AppSandbox", "CSyscalls"]),
-        .testTarget(name: "CLITests", dependencies: ["sandboxed-run", "grants-benchmark", "scoped-notes"]),
+        .testTarget(name: "CLITests", dependencies: ["sandboxed-run", "grants-benchmark", "scoped-notes", "swift-launcher"]),
         .testTarget(name: "CoordinationTests", dependencies: ["Coordination", "Sandbox", "sandboxed-run"]),
     ],
     swiftLanguageModes: [.v6]

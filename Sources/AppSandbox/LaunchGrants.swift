@@ -95,6 +95,12 @@ public struct LaunchGrants {
 
     /// `resolve`, with the grant the rule is for (what the sandbox's record names).
     public func resolveGrant(name: String, bookmark path: String) throws -> (rule: PathRule, variable: String, grant: GrantID) {
+        let resolved = try grant(name: name, bookmark: path)
+        return (resolved.rule, resolved.variable, resolved.grant)
+    }
+
+    /// The same, as what `SandboxSession.launch(_:grants:)` takes.
+    public func grant(name: String, bookmark path: String) throws -> ResolvedGrant {
         let fail = { (problem: LaunchGrantProblem) in LaunchGrantError(grant: name, file: path, problem: problem) }
         guard let allowed = GrantAccess.readWrite.pathAccess(allowedBy: policy) else {
             throw fail(.policyTakesNoGrants(policy: policy.source))
@@ -146,19 +152,21 @@ public struct LaunchGrants {
 
     private func rule(
         for resolution: BookmarkResolution, name: String, allowed: Policy.PathAccess, _ fail: (LaunchGrantProblem) -> LaunchGrantError
-    ) throws -> (rule: PathRule, variable: String, grant: GrantID) {
+    ) throws -> ResolvedGrant {
         guard resolution.status == .fresh || resolution.status == .moved, let folder = resolution.folder,
               let path = resolution.currentPath, let grant = resolution.grant else {
             throw fail(.unusable(status: resolution.status, message: resolution.message))
         }
-        // The folder may have come to hold the broker's own state since it was granted.
-        try broker.checkNotProtected(folder, path: path)
+        // Whether the folder has come to hold the broker's own state (or a
+        // kernel interface) since it was granted is checked once, by the
+        // plan, against the same protected folders (and by `renew` before a
+        // moved folder's bookmark is rewritten).
         var granted = (resolution.access ?? .readOnly).pathAccess(allowedBy: policy) ?? .readOnly
         if resolution.access == .readWrite, allowed == .readOnly {
             notice(.downgraded(grant: name, policy: policy.source, path: path))
             granted = .readOnly
         }
-        return (PathRule(grant: name, path: path, descriptor: folder, access: granted), "SANDBOX_GRANT_\(name)", grant.id)
+        return ResolvedGrant(name: name, rule: PathRule(grant: name, path: path, descriptor: folder, access: granted), variable: "SANDBOX_GRANT_\(name)", grant: grant.id)
     }
 }
 

@@ -148,7 +148,7 @@ public enum LiveGrantPickerError: Error, Equatable, CustomStringConvertible, Sen
 ///   folder, and a re-check every `recheckInterval` in case a change was
 ///   missed) and detaches every grant that is no longer live.
 /// The policy caps the access; nothing is offered without its key.
-public final class LiveGrantService: @unchecked Sendable {
+final class LiveGrantService: @unchecked Sendable {
     let session: SandboxSession
     let app: AppID
     let policy: Policy
@@ -186,8 +186,9 @@ public final class LiveGrantService: @unchecked Sendable {
     static let maximumAttached = 256, maximumStarts = 1 << 20
     /// Watches the state folder while folders are attached.
     private var inotify: CInt = -1
-    /// The ledger, read through one connection kept open: opening one writes
-    /// SQLite's shared-memory file, which would wake the watch again.
+    /// The launch's broker over the state, made at first need and kept: one
+    /// connection to the ledger for the whole run (opening one writes
+    /// SQLite's shared-memory file, which would wake the watch again).
     private var ledger: GrantBroker?
     private var lastCheck = 0.0
     /// The backstop: the ledger is read this often (seconds) even without news of a change.
@@ -200,12 +201,21 @@ public final class LiveGrantService: @unchecked Sendable {
     /// Ledger checks made so far (for tests and benchmarks).
     public private(set) var checks = 0
 
-    public init(session: SandboxSession, app: AppID, policy: Policy, picker: AskpassPicker?, registration: SandboxRegistration? = nil) {
+    init(session: SandboxSession, app: AppID, policy: Policy, picker: AskpassPicker?, registration: SandboxRegistration? = nil, broker: GrantBroker? = nil) {
         self.session = session
         self.app = app
         self.policy = policy
         self.picker = picker
         self.registration = registration
+        ledger = broker
+    }
+
+    /// The launch's broker (see `ledger`).
+    private func broker() throws(GrantError) -> GrantBroker {
+        if let ledger { return ledger }
+        let opened = try session.broker()
+        ledger = opened
+        return opened
     }
 
     deinit {
@@ -223,16 +233,28 @@ public final class LiveGrantService: @unchecked Sendable {
     /// The launch-time grants by name, and the grant each is given under.
     private var launchGrants: [String: GrantID] = [:]
 
-    /// Serves `broker`'s requests (when there is one) and, while folders
-    /// attached at run time or launch-time grants with mounts of their own
-    /// are in the view, watches the ledger to take away those revoked.
-    public func serve(_ broker: LiveGrantBroker?, running: RunningGrants, launchGrants: [String: GrantID] = [:]) {
-        broker?.handler = { request, context in self.handle(request, context: context) }
-        self.running = running
+    /// Serves `process`'s broker requests (when it has a broker) and, while
+    /// folders attached at run time or launch-time grants with mounts of
+    /// their own are in the view, watches the ledger to take away those
+    /// revoked. The process holds this service only weakly (its owner,
+    /// `RunningSandbox`, holds it): nothing outlives the sandbox.
+    func serve(_ process: ConfinedProcess, launchGrants: [String: GrantID] = [:]) {
+        process.liveGrants?.handler = { [weak self] request, context in
+            self?.handle(request, context: context)
+                ?? .reply(LiveGrantReply(status: .unavailable, message: "the launcher no longer serves this sandbox"))
+        }
+        running = process.running
         self.launchGrants = launchGrants
         servedAt = Self.now()
-        running.watch = { self.watch() }
-        running.recheck = { self.recheck() }
+        running?.watch = { [weak self] in self?.watch() }
+        running?.recheck = { [weak self] in self?.recheck() }
+    }
+
+    /// The sandbox ended: the watch and the broker go now, not when the last reference does.
+    func finish() {
+        stopWatching()
+        attached = [:]
+        running = nil
     }
 
     /// Launch-time grants whose mounts are still in the view, with their grants.
@@ -240,7 +262,7 @@ public final class LiveGrantService: @unchecked Sendable {
         (running?.launchGrants ?? []).compactMap { name in launchGrants[name].map { (name, $0) } }
     }
 
-    public func handle(_ request: LiveGrantRequest, context: LiveGrantContext) -> LiveGrantOutcome {
+    func handle(_ request: LiveGrantRequest, context: LiveGrantContext) -> LiveGrantOutcome {
         switch request.operation {
         case .openPanel: openPanel(request, context: context)
         case .startAccessing: .reply(startAccessing(request.payload, area: context.area))
@@ -343,7 +365,7 @@ public final class LiveGrantService: @unchecked Sendable {
             guard path.isAbsolute else { throw LiveGrantPickerError.notAbsolute }
             let folder = try session.folder(path) { problem in GrantError.bookmarkFile(path: Printable.path(path), problem: problem) }
             var reached: FilePath?
-            let issued = try session.broker().grant(app: app, opened: folder, access: access) { _ in
+            let issued = try broker().grant(app: app, opened: folder, access: access) { _ in
                 reached = try area.attach(folder, writable: access == .readWrite)
             }
             guard let reached else { return (LiveGrantReply(status: .refused, message: "the folder was not attached"), ["Refused: the folder was not attached."]) }
@@ -370,7 +392,7 @@ public final class LiveGrantService: @unchecked Sendable {
             return LiveGrantReply(status: .unavailable, message: "live grants need the private view; this sandbox runs in the host view")
         }
         do {
-            let broker = try session.broker()
+            let broker = try broker()
             let resolution = try broker.resolve(blob, app: app)
             guard resolution.status == .fresh || resolution.status == .moved, let folder = resolution.folder,
                   let path = resolution.currentPath, let grant = resolution.grant else {
@@ -408,7 +430,7 @@ public final class LiveGrantService: @unchecked Sendable {
             return LiveGrantReply(status: .unavailable, message: "policy \(policy.source) opens no bookmarks")
         }
         let id: GrantID?
-        do { id = try session.broker().grantID(of: blob, app: app) } catch {
+        do { id = try broker().grantID(of: blob, app: app) } catch {
             return LiveGrantReply(status: .refused, message: "\(error)")
         }
         guard let id else { return LiveGrantReply(status: .invalid, message: "not a bookmark of \(app)") }
@@ -459,8 +481,7 @@ public final class LiveGrantService: @unchecked Sendable {
     }
 
     private func startWatching() {
-        guard let broker = try? session.broker() else { return }
-        ledger = broker
+        guard let broker = try? broker() else { return }
         // Every change of the ledger (a revocation is a write to it or its
         // journal) and a state folder moved or deleted wake the launcher.
         let fd = inotify_init1(CInt(IN_NONBLOCK | IN_CLOEXEC))
@@ -522,12 +543,11 @@ public final class LiveGrantService: @unchecked Sendable {
         checks += 1
         let launch = watchedLaunchGrants
         let ids = Array(attached.keys) + launch.map(\.grant)
-        if ledger == nil { ledger = try? session.broker() }
         // Read again through a new connection once before concluding the ledger cannot be read.
-        var live = try? ledger?.liveness(of: ids)
+        var live = try? broker().liveness(of: ids)
         if live == nil {
-            ledger = try? session.broker()
-            live = try? ledger?.liveness(of: ids)
+            ledger = nil
+            live = try? broker().liveness(of: ids)
         }
         let known = live ?? [:]
         // Fail closed: a revoked folder that cannot be taken away ends the sandbox.
@@ -610,12 +630,5 @@ final class TerminalQuestion: LiveGrantQuestion {
     func abandon() {
         session.show(["The sandbox ended: nothing granted."])
         session.close()
-    }
-}
-
-extension SandboxSession {
-    /// The live-grant handler for a launch of `app` under `policy`.
-    public func liveGrantService(app: AppID, policy: Policy, picker: AskpassPicker?, registration: SandboxRegistration? = nil) -> LiveGrantService {
-        LiveGrantService(session: self, app: app, policy: policy, picker: picker, registration: registration)
     }
 }

@@ -3,46 +3,47 @@ import Grants
 import Sandbox
 import SystemPackage
 
-/// A launcher's record of its running sandbox in the state folder
-/// (`RunningSandboxes`), kept while the sandbox holds grants so that
-/// `grants revoke` can name it: written before the command starts, changed
-/// as live grants come and go, removed when the sandbox has ended. Nothing
-/// is written for a sandbox that holds no grant.
-public final class SandboxRegistration: @unchecked Sendable {
-    let session: SandboxSession
+/// A launcher's record of its running sandbox (`RunningSandboxes`, runtime
+/// state), kept while the sandbox holds grants so that `grants revoke` can
+/// name it: written once before the command starts, changed only as live
+/// grants come and go (or when a best-effort launch fell back to another
+/// view than planned), removed when the sandbox has ended. Nothing is
+/// written for a sandbox that holds no grant. Owned by `RunningSandbox`.
+final class SandboxRegistration: @unchecked Sendable {
+    private let records: () throws(GrantError) -> RunningSandboxes
+    private var folder: RunningSandboxes?
     private var record: SandboxRecord?
     private let app: AppID
     private var view: FileSystemView
     private let command: [[UInt8]]
     private var grants: [SandboxRecord.Held] = []
-    private var records: RunningSandboxes?
-    /// False on a read-only state: nothing is recorded.
+    /// False on a read-only runtime folder: nothing is recorded.
     private var recordable = true
 
-    init(session: SandboxSession, app: AppID, view: FileSystemView, command: [[UInt8]]) {
-        self.session = session
+    init(records: @escaping () throws(GrantError) -> RunningSandboxes, app: AppID, view: FileSystemView, command: [[UInt8]]) {
+        self.records = records
         self.app = app
         self.view = view
         self.command = command
     }
 
     /// The grants held now, as recorded.
-    public var held: [SandboxRecord.Held] { grants }
+    var held: [SandboxRecord.Held] { grants }
 
-    /// Records the grants given at launch, then reads the ledger again: a
-    /// grant revoked before the record existed (which `revoke` could not
-    /// have seen) fails the launch instead of running unnoticed.
-    public func holdAtLaunch(_ launched: [SandboxRecord.Held]) throws(GrantError) {
+    /// Records the grants given at launch (once, with what a revocation will
+    /// do to each), then reads the ledger again through `broker`: a grant
+    /// revoked before the record existed (which `revoke` could not have
+    /// seen) fails the launch instead of running unnoticed.
+    func begin(_ launched: [SandboxRecord.Held], broker: GrantBroker) throws(GrantError) {
         guard !launched.isEmpty else { return }
         grants += launched
         do {
             try write()
         } catch .stateDirectory(_, let errno) where errno == .permissionDenied || errno == .readOnlyFileSystem {
-            // A state the user made read-only: nothing can be revoked there
-            // either (revoke writes the ledger), so there is nothing to report.
+            // A runtime folder the user made read-only: nothing is recorded,
+            // and `revoke` cannot name this sandbox (it says so of none).
             recordable = false
         }
-        let broker = try session.broker()
         let live = try broker.liveness(of: launched.map(\.grant))
         if let revoked = launched.first(where: { live[$0.grant] != true }) {
             end()
@@ -50,34 +51,27 @@ public final class SandboxRegistration: @unchecked Sendable {
         }
     }
 
-    /// The view the sandbox got (a best-effort launch may fall back to the host view).
-    public func setView(_ actual: FileSystemView) throws(GrantError) {
-        guard actual != view else { return }
+    /// What the launch turned out to be, when it differs from the plan (a
+    /// best-effort launch in the host view: nothing there can be taken away).
+    func settle(view actual: FileSystemView, detachable: Set<GrantID>) throws(GrantError) {
+        let kinds = grants.map { held in
+            SandboxRecord.Held(grant: held.grant, path: held.path, kind: detachable.contains(held.grant) ? .detachable : .fixed)
+        }
+        guard actual != view || kinds != grants else { return }
         view = actual
+        grants = kinds
         if !grants.isEmpty { try write() }
     }
 
     /// A grant attached while the sandbox runs.
-    public func attached(_ grant: GrantID, path: FilePath) throws(GrantError) {
+    func attached(_ grant: GrantID, path: FilePath) throws(GrantError) {
         guard !grants.contains(where: { $0.grant == grant }) else { return }
         grants.append(SandboxRecord.Held(grant: grant, path: path, kind: .detachable))
         try write()
     }
 
-    /// Grants given at launch that the launcher takes away when they are
-    /// revoked (their own mounts in the private view).
-    public func detachable(_ ids: [GrantID]) throws(GrantError) {
-        var changed = false
-        grants = grants.map { held in
-            guard held.kind == .fixed, ids.contains(held.grant) else { return held }
-            changed = true
-            return SandboxRecord.Held(grant: held.grant, path: held.path, kind: .detachable)
-        }
-        if changed { try write() }
-    }
-
     /// A grant detached: the sandbox no longer reaches it.
-    public func detached(_ grant: GrantID) throws(GrantError) {
+    func detached(_ grant: GrantID) throws(GrantError) {
         let before = grants.count
         grants.removeAll { $0.grant == grant && $0.kind == .detachable }
         guard grants.count != before else { return }
@@ -85,14 +79,16 @@ public final class SandboxRegistration: @unchecked Sendable {
     }
 
     /// The sandbox ended: its record goes.
-    public func end() {
-        if let record { records?.remove(record.launcher) }
+    func end() {
+        if let record { folder?.remove(record.launcher) }
         record = nil
     }
 
+    deinit { end() }
+
     private func write() throws(GrantError) {
         guard recordable else { return }
-        if records == nil { records = try session.broker().runningSandboxes }
+        if folder == nil { folder = try records() }
         let launcher: ProcessIdentity
         if let record {
             launcher = record.launcher
@@ -100,20 +96,7 @@ public final class SandboxRegistration: @unchecked Sendable {
             do { launcher = try ProcessIdentity.current() } catch { throw .stateDirectory(step: "reading this launcher's start time (/proc/self/stat)", errno: error) }
         }
         let next = SandboxRecord(launcher: launcher, app: app.rawValue, view: view, grants: grants, command: command)
-        try records!.write(next)
+        try folder!.write(next)
         record = next
-    }
-}
-
-extension SandboxSession {
-    /// The record of a sandbox of `app` about to be launched in `view`
-    /// running `command` (its words as bytes): nothing is written until it holds a grant.
-    public func sandboxRegistration(app: AppID, view: FileSystemView, command: [[UInt8]]) -> SandboxRegistration {
-        SandboxRegistration(session: self, app: app, view: view, command: command)
-    }
-
-    /// The records of running sandboxes in this session's state.
-    public func runningSandboxes() throws(GrantError) -> RunningSandboxes {
-        try broker().runningSandboxes
     }
 }

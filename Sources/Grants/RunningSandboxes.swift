@@ -150,23 +150,31 @@ public struct SandboxRecord: Sendable, Equatable {
     }
 }
 
-/// The records of running sandboxes: `running/` in the state folder, one
-/// file per launcher, which no sandbox can write (the state folder is
-/// protected). Read with the distrust of every state file: the folder and
-/// each file must be the user's, private, real (no link, FIFO or device) and
-/// in bounds; anything else is an error naming the file. A record is
-/// believed only while its launcher runs: the boot, pid namespace, pid and
-/// start time must all match, so a launcher killed before it could remove
-/// its record (SIGKILL) leaves a record that names nobody, whatever process
-/// gets its pid later.
-public struct RunningSandboxes {
-    let state: StateDirectory
+/// The records of running sandboxes: `running/` in a runtime folder (see
+/// `SandboxSession.runtimeDirectory`: on tmpfs where there is one), one file
+/// per launcher, which no sandbox can write (no rule may expose it). They are
+/// runtime state, not durable state: written once, never synced, since a
+/// reboot ends every sandbox they describe (and the boot id in each says so).
+/// Read with the distrust of every state file: the folder and each file
+/// must be the user's, private, real (no link, FIFO or device) and in
+/// bounds; anything else is an error naming the file. A record is believed
+/// only while its launcher runs: the boot, pid namespace, pid and start
+/// time must all match, so a launcher killed before it could remove its
+/// record (SIGKILL) leaves a record that names nobody, whatever process gets
+/// its pid later.
+public struct RunningSandboxes: Sendable {
+    /// The folder holding `running/`, checked as the state folder is.
+    let base: StateDirectory
     static let folderName = "running"
-    var folderPath: String { state.path + "/" + Self.folderName }
+    var folderPath: String { base.path + "/" + Self.folderName }
 
-    public init(state: StateDirectory) {
-        self.state = state
+    /// `folder`: the runtime folder (it holds `running/`).
+    public init(folder: StateDirectory) {
+        base = folder
     }
+
+    /// Where the records are kept.
+    public var path: String { folderPath }
 
     /// What the folder holds now.
     public struct Survey: Sendable {
@@ -181,11 +189,11 @@ public struct RunningSandboxes {
     private func folder(create: Bool) throws(GrantError) -> OwnedDescriptor? {
         let fd: OwnedDescriptor
         do {
-            fd = try StateDirectory.openFolder(Self.folderName, in: state.descriptor, create: create)
+            fd = try StateDirectory.openFolder(Self.folderName, in: base.descriptor, create: create)
         } catch .noSuchFileOrDirectory {
             return nil
         } catch .tooManySymbolicLinkLevels, .notDirectory {
-            throw StateDirectory.notARealFolder(Self.folderName, in: state.descriptor, path: folderPath)
+            throw StateDirectory.notARealFolder(Self.folderName, in: base.descriptor, path: folderPath)
         } catch {
             throw .stateDirectory(step: "opening \(folderPath)", errno: error)
         }
@@ -195,14 +203,14 @@ public struct RunningSandboxes {
         return fd
     }
 
-    /// Writes `record` whole (a new file renamed over the old, synced with
-    /// its folder), so a reader sees the old record or the new.
+    /// Writes `record` whole (a new file linked or renamed over the old), so
+    /// a reader sees the old record or the new. Not synced: see the type.
     public func write(_ record: SandboxRecord) throws(GrantError) {
         guard let folder = try folder(create: true) else { throw .stateDirectory(step: "making \(folderPath)", errno: .noSuchFileOrDirectory) }
         guard record.grants.count <= SandboxRecord.grantLimit else {
             throw .stateDirectory(step: "recording more than \(SandboxRecord.grantLimit) grants of one sandbox", errno: .fileTooLarge)
         }
-        do { try AtomicFile.replace(record.fileName, in: folder, with: record.encoded(), mode: 0o600) } catch {
+        do { try AtomicFile.replace(record.fileName, in: folder, with: record.encoded(), mode: 0o600, durable: false) } catch {
             throw .stateDirectory(step: "writing \(folderPath)/\(record.fileName)", errno: error)
         }
     }
@@ -327,9 +335,4 @@ public struct RunningSandboxes {
         }
         return names
     }
-}
-
-extension GrantBroker {
-    /// The records of running sandboxes in this broker's state.
-    public var runningSandboxes: RunningSandboxes { RunningSandboxes(state: state) }
 }

@@ -14,8 +14,10 @@ enum Picking {
         return tty >= 0
     }
 
-    static func launchGrants(app: AppID, policy: Policy, onStale: StaleChoice, onMissing: MissingChoice) throws -> LaunchGrants {
-        var grants = try SandboxSession.cli().launchGrants(
+    static func launchGrants(
+        session: SandboxSession? = nil, app: AppID, policy: Policy, onStale: StaleChoice, onMissing: MissingChoice
+    ) throws -> LaunchGrants {
+        var grants = try (session ?? SandboxSession.cli()).launchGrants(
             app: app, policy: policy, onStale: onStale, onMissing: onMissing, picker: Picking.terminalPicker)
         grants.notice = { Console.lines("sandboxed-run: " + Hints.message(for: $0)) }
         return grants
@@ -243,7 +245,7 @@ struct GrantsCommand: ParsableCommand {
             }
             let (count, named) = try broker.revoke(selection)
             print("revoked \(count) grant\(count == 1 ? "" : "s")")
-            let report = RevokeReport(running: broker.runningSandboxes, named: named)
+            let report = RevokeReport(running: try SandboxSession.cli().runningSandboxes(), named: named)
             guard try report.run(end: endHolders ? true : keepHolders ? false : nil) else { throw ExitCode(3) }
         }
     }

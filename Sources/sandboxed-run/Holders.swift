@@ -110,7 +110,7 @@ extension GrantsCommand {
 
         func run() throws {
             let filter = try app.map { try AppID($0) }
-            let survey = try Picking.open().runningSandboxes.survey()
+            let survey = try SandboxSession.cli().runningSandboxes().survey()
             let records = survey.running.filter { filter == nil || $0.app == filter!.rawValue }
             if records.isEmpty { print("no running sandbox holds a grant") }
             for record in records {

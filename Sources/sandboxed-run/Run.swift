@@ -223,7 +223,7 @@ struct RunOptions {
         return parsed
     }
 
-    func execute() throws {
+    func execute() throws -> Never {
         // Before the launcher opens anything (see `LaunchRequest.checkKept`).
         try LaunchRequest.checkKept(keptDescriptors)
         LaunchPhases.mark("arguments")
@@ -248,19 +248,16 @@ struct RunOptions {
         if let denialsFile { request.denialLog = try DenialLog.open(
                 try Picking.absolute(RawArguments.value(of: "--denials") ?? FilePath(denialsFile)) { SandboxError.usage("--denials \(denialsFile): \($0)") },
                 trust: session.linkTrust()) }
-        var grantIDs: [String: GrantID] = [:]
-        var held: [SandboxRecord.Held] = []
+        var resolved: [ResolvedGrant] = []
+        var broker: GrantBroker?
         if !grants.isEmpty {
             let launchGrants = try Picking.launchGrants(
-                app: request.app, policy: policy, onStale: onStale ?? (Picking.hasTerminal ? .prompt : .fail),
+                session: session, app: request.app, policy: policy, onStale: onStale ?? (Picking.hasTerminal ? .prompt : .fail),
                 onMissing: onMissing)
+            broker = launchGrants.broker
             for spec in grants {
                 let (name, file) = try LaunchGrants.parse(spec)
-                let (rule, variable, grant) = try launchGrants.resolveGrant(name: name, bookmark: Picking.absolute(file))
-                request.folders.append(rule)
-                grantIDs[name] = grant
-                request.pathVariables[variable] = rule.path
-                held.append(SandboxRecord.Held(grant: grant, path: rule.path, kind: .fixed))
+                resolved.append(try launchGrants.grant(name: name, bookmark: Picking.absolute(file)))
             }
         }
         for assignment in setEnvironment {
@@ -276,36 +273,17 @@ struct RunOptions {
         // (ConfinementPlan decides); an open panel asks through --picker, else on the relayed terminal.
         request.liveGrants = .attach
         LaunchPhases.mark("request")
-        // Recorded before the command starts, so that `grants revoke` can name
-        // this sandbox while it holds grants (nothing is written without one).
-        let registration = session.sandboxRegistration(app: request.app, view: view, command: RawArguments.command() ?? command.map { Array($0.utf8) })
-        do {
-            try registration.holdAtLaunch(held)
-            try launch(request, policy: policy, session: session, registration: registration, grantIDs: grantIDs)
-        } catch {
-            registration.end()
-            throw error
-        }
-    }
-
-    private func launch(
-        _ request: LaunchRequest, policy: Policy, session: SandboxSession, registration: SandboxRegistration, grantIDs: [String: GrantID]
-    ) throws -> Never {
-        let plan = try ConfinementPlan(request)
-        if plan.liveGrants != nil || !grantIDs.isEmpty {
-            // The broker and the running grants keep the service for as long as they serve.
-            session.liveGrantService(app: request.app, policy: policy, picker: picker.map(AskpassPicker.init(program:)), registration: registration)
-                .serve(plan.liveGrants, running: plan.running, launchGrants: grantIDs)
-        }
-        if report || !plan.report.missing.isEmpty {
-            Console.lines(plan.report.text.split(separator: "\n").map(String.init))
-        }
         // Catch termination signals from now on, forward them once the child exists.
         ConfinedProcess.holdTerminationSignals()
-        let process = try plan.launch()
-        try registration.setView(process.view)
-        // Launch-time grants with mounts of their own are taken away when revoked: revoke reports them cut.
-        try registration.detachable(plan.running.launchGrants.compactMap { grantIDs[$0] })
+        let sandbox = try session.launch(
+            request, grants: resolved, picker: picker.map(AskpassPicker.init(program:)), broker: broker,
+            command: RawArguments.command() ?? command.map { Array($0.utf8) }
+        ) { plan in
+            if report || !plan.report.missing.isEmpty {
+                Console.lines(plan.report.text.split(separator: "\n").map(String.init))
+            }
+        }
+        let process = sandbox.process
         if let notice = process.viewNotice {
             Console.notice("the private view could not be built (\(notice)): running in the host view (--best-effort)")
         }
@@ -317,13 +295,12 @@ struct RunOptions {
             Console.error(process.namespaces.contains(.readOnlyMounts)
                 ? "metadata changes: native in the writable folders, refused elsewhere by read-only mounts (EROFS)"
                 : "metadata changes: decided by the supervisor (EPERM outside the writable folders)")
-            if let reparenting = plan.reparentingSummary { Console.error(reparenting) }
+            if let reparenting = sandbox.plan.reparentingSummary { Console.error(reparenting) }
         }
-        process.forwardSignals()
-        let termination = try process.wait()
+        sandbox.forwardSignals()
+        let termination = try sandbox.wait()
         LaunchPhases.mark("command ran")
         LaunchPhases.report()
-        registration.end()
         if let line = process.denials?.finish(termination) {
             Console.error(line.hasSuffix(", not explained") ? line.dropLast(", not explained".count) + "; run with --explain to see them" : line)
         }

@@ -28,10 +28,7 @@ struct SandboxedRun: ParsableCommand {
         let options = Array(Self.arguments.dropFirst())
         do {
             if options.first == "run" {
-                if let parsed = try RunOptions.parse(options.dropFirst()) {
-                    try parsed.execute()
-                    return
-                }
+                if let parsed = try RunOptions.parse(options.dropFirst()) { try parsed.execute() }
                 throw CleanExit.helpRequest(Run.self)
             }
             var command = try parseAsRoot(options)
@@ -120,7 +117,7 @@ enum Environment {
     /// The variables the launcher itself reads. Copying the whole
     /// environment instead cost about 0.15 ms of every launch (thirty-odd
     /// strings and a dictionary, each made for the first time).
-    static let read = ["HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "LANG", "TERM"]
+    static let read = ["HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_RUNTIME_DIR", "LANG", "TERM"]
 
     /// Those of `read` that are set, read once: the launcher never changes its own.
     static let current: [String: String] = variables(read)

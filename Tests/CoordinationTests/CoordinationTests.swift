@@ -278,7 +278,7 @@ final class CLIHome {
     let home = Scratch()
     var path: String { home.path }
     var environment: [String: String] {
-        ["XDG_DATA_HOME": home.path + "/data", "XDG_STATE_HOME": home.path + "/state", "HOME": home.path, "PATH": "/usr/bin:/bin"]
+        ["XDG_DATA_HOME": home.path + "/data", "XDG_STATE_HOME": home.path + "/state", "XDG_RUNTIME_DIR": home.path + "/run", "HOME": home.path, "PATH": "/usr/bin:/bin"]
     }
 
     private func process(_ arguments: [String]) -> Process {

@@ -325,7 +325,7 @@ enum CLI {
     static var available: Bool { FileManager.default.isExecutableFile(atPath: binary) }
 
     static func environment(_ home: Home) -> [String] {
-        ["XDG_STATE_HOME=\(home.path)/state", "XDG_DATA_HOME=\(home.path)/data", "HOME=\(home.path)", "PATH=/usr/bin:/bin"]
+        ["XDG_STATE_HOME=\(home.path)/state", "XDG_DATA_HOME=\(home.path)/data", "XDG_RUNTIME_DIR=\(home.path)/run", "HOME=\(home.path)", "PATH=/usr/bin:/bin"]
     }
 
     /// Starts `sandboxed-run ARGUMENTS` (or `executable`, whose

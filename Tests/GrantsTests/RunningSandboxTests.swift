@@ -18,14 +18,14 @@ import SystemPackage
         let held = SandboxRecord.Held(grant: issued.id, path: issued.path, kind: .fixed)
         // Resolved, then revoked by another process before the record is written.
         #expect(try session.broker().revoke(grant: issued.id.hex) == 1)
-        let registration = session.sandboxRegistration(app: memo, view: .host, command: [Array("/bin/true".utf8)])
-        #expect(throws: GrantError.self) { try registration.holdAtLaunch([held]) }
+        let registration = SandboxRegistration(records: { () throws(GrantError) in try session.runningSandboxes() }, app: memo, view: .host, command: [Array("/bin/true".utf8)])
+        #expect(throws: GrantError.self) { try registration.begin([held], broker: session.broker()) }
         #expect(try session.runningSandboxes().survey().running.isEmpty, "the record went with the refused launch")
 
         // A live grant: recorded, seen as this process's, removed at the end.
         let live = try session.broker().grant(app: memo, folder: try home.folder("Notes"), access: .readOnly)
-        let kept = session.sandboxRegistration(app: memo, view: .private, command: [Array("/bin/true".utf8), [0xff, 0x1b]])
-        try kept.holdAtLaunch([SandboxRecord.Held(grant: live.id, path: live.path, kind: .fixed)])
+        let kept = SandboxRegistration(records: { () throws(GrantError) in try session.runningSandboxes() }, app: memo, view: .private, command: [Array("/bin/true".utf8), [0xff, 0x1b]])
+        try kept.begin([SandboxRecord.Held(grant: live.id, path: live.path, kind: .fixed)], broker: session.broker())
         let survey = try session.runningSandboxes().survey()
         let record = try #require(survey.running.first)
         #expect(survey.running.count == 1 && record.launcher.pid == getpid() && record.view == .private)

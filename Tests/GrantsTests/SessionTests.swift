@@ -18,7 +18,9 @@ import SystemPackage
     }
 
     static func session(_ home: Home) throws -> SandboxSession {
-        try SandboxSession(environment: ["HOME": home.path, "XDG_STATE_HOME": home.path + "/state", "XDG_DATA_HOME": home.path + "/data"])
+        try SandboxSession(environment: [
+            "HOME": home.path, "XDG_STATE_HOME": home.path + "/state", "XDG_DATA_HOME": home.path + "/data", "XDG_RUNTIME_DIR": home.path + "/run",
+        ])
     }
 
     @Test func theLocationsComeFromTheEnvironmentItIsGiven() throws {
@@ -26,9 +28,11 @@ import SystemPackage
         let session = try Self.session(home)
         #expect(session.stateDirectory == home.statePath)
         #expect(session.containerBase == home.containers)
-        #expect(session.protectedFolders == [home.statePath, home.containers])
+        #expect(session.runtimeCandidates.first == home.path + "/run/sandboxed-run")
+        #expect(session.protectedFolders == [home.statePath, home.containers] + session.runtimeCandidates)
         let bare = try SandboxSession(environment: ["HOME": "/home/ada"])
-        #expect(bare.protectedFolders == ["/home/ada/.local/state/sandboxed-run", "/home/ada/.local/share/sandboxed-run"])
+        #expect(bare.protectedFolders.prefix(2) == ["/home/ada/.local/state/sandboxed-run", "/home/ada/.local/share/sandboxed-run"])
+        #expect(!bare.runtimeCandidates.contains { $0.hasPrefix("/home/ada") })
         #expect(throws: SandboxSessionError.noHome) { try SandboxSession(environment: ["HOME": "relative"]) }
     }
 
@@ -56,7 +60,7 @@ import SystemPackage
         #expect(!out.fileHandleForReading.readDataToEndOfFile().isEmpty, "the attack did not work: the test proves nothing")
 
         let request = try session.launchRequest(app: memo, policy: try Self.widePolicy(home), command: read)
-        #expect(request.protectedFolders == [home.statePath, home.containers])
+        #expect(request.protectedFolders == [home.statePath, home.containers] + session.runtimeCandidates)
         #expect {
             _ = try ConfinementPlan(request)
         } throws: { error in

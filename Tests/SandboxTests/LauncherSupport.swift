@@ -23,7 +23,7 @@ enum Launcher {
         }
         deinit { try? FileManager.default.removeItem(atPath: path) }
         var environment: [String: String] {
-            ["XDG_DATA_HOME": path + "/data", "XDG_STATE_HOME": path + "/state", "HOME": path, "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"]
+            ["XDG_DATA_HOME": path + "/data", "XDG_STATE_HOME": path + "/state", "XDG_RUNTIME_DIR": path + "/run", "HOME": path, "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"]
         }
     }
 

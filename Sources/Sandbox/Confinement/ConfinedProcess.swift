@@ -11,21 +11,25 @@ extension ConfinementPlan {
     /// stops with `.viewUnavailable`, or under best effort runs in the host
     /// view (`ConfinedProcess.viewNotice` says why).
     public func launch() throws(SandboxError) -> ConfinedProcess {
-        let kept = request.keptDescriptors.filter { $0 > 2 } + (liveGrants?.commandDescriptor.map { [$0] } ?? [])
+        // What runs with this launch is made here, not in the plan: a plan
+        // stays a value that may be launched again (each launch gets its own
+        // broker socket and its own record of what can be taken away).
+        let runtime = Runtime(broker: servesLiveGrants ? try LiveGrantBroker() : nil, running: RunningGrants())
+        let kept = request.keptDescriptors.filter { $0 > 2 } + (runtime.broker?.commandDescriptor.map { [$0] } ?? [])
         let layout = request.terminal == .automatic
             ? TerminalRelay.Layout(standardInput: request.standardInput, standardOutput: request.standardOutput, standardError: request.standardError)
             : nil
         var view: FileSystemView = viewPlan != nil ? .private : .host
         var notice = viewUnavailable
         while true {
-            switch try attempt(view: view, layout: layout, kept: kept) {
+            switch try attempt(view: view, layout: layout, kept: kept, runtime: runtime) {
             case .started(let process):
                 process.viewNotice = notice
-                if let liveGrants {
-                    liveGrants.commandStarted()
-                    process.liveGrants = liveGrants
+                if let broker = runtime.broker {
+                    broker.commandStarted()
+                    process.liveGrants = broker
                 }
-                process.running = running
+                process.running = runtime.running
                 return process
             case .viewUnavailable(let reason):
                 guard view == .private, request.compatibility == .bestEffort else { throw .viewUnavailable(reason) }
@@ -34,6 +38,20 @@ extension ConfinementPlan {
             case .readOnlyRefused, .namespacesRefused:
                 throw .setup(step: "starting the command", errno: .noSuchProcess)  // `attempt` retries these itself
             }
+        }
+    }
+
+    /// One launch's own objects: the broker's socket, and what of its grants can be taken away.
+    struct Runtime {
+        let broker: LiveGrantBroker?
+        let running: RunningGrants
+
+        /// The command's environment: the plan's, and the broker's descriptor
+        /// number, which is this launch's (it replaces any value given for it).
+        func environment(_ planned: [[UInt8]]) -> [[UInt8]] {
+            guard let number = broker?.commandDescriptor else { return planned }
+            let name = Array("\(ConfinementPlan.brokerVariable)=".utf8)
+            return planned.filter { !$0.starts(with: name) } + [name + Array(String(number).utf8)]
         }
     }
 
@@ -53,7 +71,7 @@ extension ConfinementPlan {
     /// them, else (or when the kernel refused them) supervised; in the host
     /// view, without namespaces when the kernel refused what the keeper
     /// does in them (then the command has no /proc and no /dev/shm).
-    private func attempt(view: FileSystemView, layout: TerminalRelay.Layout?, kept: [CInt]) throws(SandboxError) -> Attempt {
+    private func attempt(view: FileSystemView, layout: TerminalRelay.Layout?, kept: [CInt], runtime: Runtime) throws(SandboxError) -> Attempt {
         // The host view's pty is opened here; the private view's by the
         // keeper, in the sandbox's own devpts (the slots keep the user's
         // terminal until the keeper puts its pty there).
@@ -79,17 +97,17 @@ extension ConfinementPlan {
         var namespaces = request.privateNamespaces
         var outcome: Attempt = .readOnlyRefused
         if let reopen {
-            outcome = try launch(view: view, namespaces: namespaces, stdio: stdio, kept: kept, relay: relay, layout: layout, reopen: reopen)
+            outcome = try launch(view: view, namespaces: namespaces, stdio: stdio, kept: kept, relay: relay, layout: layout, reopen: reopen, runtime: runtime)
         }
         // Refused before the command started (no namespaces, a mount the
         // kernel would not make read-only, a device not found again): the
         // supervisor decides every metadata change instead.
         if case .readOnlyRefused = outcome {
-            outcome = try launch(view: view, namespaces: namespaces, stdio: stdio, kept: kept, relay: relay, layout: layout, reopen: nil)
+            outcome = try launch(view: view, namespaces: namespaces, stdio: stdio, kept: kept, relay: relay, layout: layout, reopen: nil, runtime: runtime)
         }
         if case .namespacesRefused = outcome, view == .host, namespaces {
             namespaces = false
-            outcome = try launch(view: view, namespaces: namespaces, stdio: stdio, kept: kept, relay: relay, layout: layout, reopen: nil)
+            outcome = try launch(view: view, namespaces: namespaces, stdio: stdio, kept: kept, relay: relay, layout: layout, reopen: nil, runtime: runtime)
         }
         switch outcome {
         case .started, .viewUnavailable: return outcome
@@ -151,8 +169,9 @@ extension ConfinementPlan {
     /// One launch: with `reopen`, under read-only mounts, else supervised.
     private func launch(
         view: FileSystemView, namespaces withNamespaces: Bool, stdio: (CInt, CInt, CInt), kept: [CInt], relay hostRelay: TerminalRelay?,
-        layout: TerminalRelay.Layout?, reopen: [[UInt8]?]?
+        layout: TerminalRelay.Layout?, reopen: [[UInt8]?]?, runtime: Runtime
     ) throws(SandboxError) -> Attempt {
+        let running = runtime.running
         let readOnly = reopen != nil
         let privateView = view == .private ? viewPlan : nil
         var keeperPID: pid_t = 0
@@ -163,13 +182,13 @@ extension ConfinementPlan {
         let ptySlots: CInt = privateView != nil ? layout?.slots ?? 0 : 0
         // The grant area: in the private view, when the launch can attach
         // folders (`LiveGrantSupport.attach`). Its helper comes later, when used.
-        let grantArea = privateView != nil && request.liveGrants == .attach && liveGrants != nil
+        let grantArea = privateView != nil && request.liveGrants == .attach && runtime.broker != nil
         let image = LaunchImage()
         var aheadNetwork: OwnedDescriptor?
         image.planChild { plan, image in
             plan.path = image.string(executable)
             plan.argv = image.strings(arguments.map { Array($0.utf8) })
-            plan.envp = image.strings(environment)
+            plan.envp = image.strings(runtime.environment(environment))
             plan.working_directory = privateView != nil ? image.string(viewWorkingDirectory) : image.string(workingDirectory)
             plan.working_directory_fd = workingDirectoryDescriptor.rawValue
             plan.stdio = stdio
@@ -297,7 +316,7 @@ extension ConfinementPlan {
                         keeper: keeper.pidfd, userNamespace: namespaces.contains(.user), area: area, areaView: areaView,
                         executeAllowed: request.policy.executeFiles)
                     : nil
-                liveGrants?.area = running.area?.canAttach == true ? running.area : nil
+                runtime.broker?.area = running.area?.canAttach == true ? running.area : nil
                 if let areaView, namespaces.contains(.view) { supervisor.addReadableRoot(areaView) }
                 if supervisor.recordWatches { running.watchForgetter = { [supervisor] folder in supervisor.forgetWatches(beneath: folder) } }
                 return .started(process)

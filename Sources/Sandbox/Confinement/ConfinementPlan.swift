@@ -70,13 +70,16 @@ public final class ConfinementPlan: @unchecked Sendable {
     public let denials: DenialReporter
     /// Set only under `--explain`/`--denials`: the filter then sends path calls to it.
     let observer: DenialObserver?
-    /// The live-grant broker's socket (`LaunchRequest.liveGrants`), nil when
-    /// the request takes none or the policy has neither a user-selected key
-    /// nor `bookmarks.app-scope`: set its `handler` before `launch()`.
-    public let liveGrants: LiveGrantBroker?
-    /// What of the grants can be taken away while the command runs: filled
-    /// in by `launch()`; set its `watch` and `recheck` before.
-    public let running = RunningGrants()
+    /// Whether each launch serves live-grant requests on a broker socket of
+    /// its own (`ConfinedProcess.liveGrants`): false when the request takes
+    /// none or the policy has neither a user-selected key nor `bookmarks.app-scope`.
+    public let servesLiveGrants: Bool
+    /// The view a launch starts in (a best-effort one may still fall back to the host view).
+    public var plannedView: FileSystemView { viewPlan != nil ? .private : .host }
+    /// The launch-time grants (by name) that get a mount of their own in the
+    /// private view, which a revocation takes away while the command runs.
+    public var revocableLaunchGrants: [String] { viewPlan?.revocableBinds.flatMap(\.grants) ?? [] }
+
     /// The variable that holds the broker's descriptor number in the command.
     public static let brokerVariable = "SANDBOXED_RUN_BROKER_FD"
 
@@ -107,9 +110,8 @@ public final class ConfinementPlan: @unchecked Sendable {
         LaunchPhases.mark("container")
         arguments = request.command
         let launcher = request.exposeLauncher ? LauncherFiles.current : nil
-        liveGrants = request.liveGrants != .none && (policy.userSelectedAccess != nil || policy.bookmarksAppScope) ? try LiveGrantBroker() : nil
-        environment = try Self.environment(
-            for: request, container: container, launcher: launcher?.executable, broker: liveGrants?.commandDescriptor)
+        servesLiveGrants = request.liveGrants != .none && (policy.userSelectedAccess != nil || policy.bookmarksAppScope)
+        environment = try Self.environment(for: request, container: container, launcher: launcher?.executable)
 
         let containerFolder = try PathRule(
             origin: .container, path: FilePath(container.root), descriptor: Self.openVerified(container.root), access: .readWrite)
@@ -212,7 +214,7 @@ public final class ConfinementPlan: @unchecked Sendable {
             options.observeDenials = observer != nil
             // Folders may be taken away while the command runs (live grants,
             // or launch-time grants in the private view): watches are recorded.
-            options.superviseWatches = liveGrants != nil || !request.folders.isEmpty
+            options.superviseWatches = servesLiveGrants || !request.folders.isEmpty
             // --explain needs to see every refusal: the supervisor's, not EROFS.
             readOnlyMounts = request.readOnlyMounts && request.privateNamespaces && observer == nil
                 && Self.descriptorsAllowReadOnlyMounts(request) && Self.internalInodesRefuseSetattr
@@ -436,8 +438,8 @@ public final class ConfinementPlan: @unchecked Sendable {
             guard let real = FilePath.pathBytes(ofDescriptor: rule.descriptor.rawValue) else { continue }
             // Nor a kernel interface (procfs, sysfs...), or a folder holding one.
             if let exposed = KernelInterfaces.exposed(by: rule.descriptor.rawValue, path: real, mounts: .some(mounts)) {
-                let place = "'\(Printable.path(bytes: real))' \(exposed.path == real ? "is" : "holds at \(Printable.path(bytes: exposed.path))") "
-                    + "the kernel's \(exposed.type), not data (a command there could read every process, and as root change the kernel's settings)"
+                let place = "'\(Printable.path(bytes: real))': " + (exposed.path == real ? "it is" : "\(Printable.path(bytes: exposed.path)) beneath it is")
+                    + " the kernel's \(exposed.type), not data (a command there could read every process, and as root change the kernel's settings)"
                 if let name = rule.grantName { throw .usage("grant \(name): \(place): grant a folder of files") }
                 throw .usage("the app's container: \(place): keep containers elsewhere")
             }
@@ -462,7 +464,16 @@ public final class ConfinementPlan: @unchecked Sendable {
         case nil:
             return
         case .unproven(let item, let place, let error)?:
-            throw .setup(step: "checking \(Printable.path(rules[item].path)) against \(Printable.path(protected[place]))", errno: error)
+            let rule = rules[item]
+            // The walk's own failure, said as such: a folder this user may not search (mode 000) cannot be walked up from.
+            var reason = error
+            do { _ = try Ancestry.isBeneath(rule.descriptor, anyOf: []) } catch { reason = error }
+            let problem = "whether '\(Printable.path(rule.path))' holds or lies inside sandboxed-run's own \(Printable.path(protected[place])) "
+                + "could not be checked, because the folders above it could not be walked from it (\(reason))"
+            if let name = rule.grantName {
+                throw .usage("grant \(name): \(problem): let this user search it (chmod u+x), or pick another folder")
+            }
+            throw .setup(step: problem, errno: reason)
         case .overlap(let item, let place)?:
             let rule = rules[item]
             let problem = "'\(Printable.path(rule.path))' would expose sandboxed-run's own \(Printable.path(protected[place])) "
@@ -476,7 +487,7 @@ public final class ConfinementPlan: @unchecked Sendable {
     }
 
     private static func environment(
-        for request: LaunchRequest, container: AppContainer, launcher: FilePath?, broker: CInt?
+        for request: LaunchRequest, container: AppContainer, launcher: FilePath?
     ) throws(SandboxError) -> [[UInt8]] {
         // Name and value pairs, a later one replacing an earlier one of the
         // same name. A list, not a dictionary: a dictionary of a new type
@@ -493,7 +504,6 @@ public final class ConfinementPlan: @unchecked Sendable {
         set("SANDBOX_CONTAINER", Array(container.root.utf8))
         if let term = request.hostEnvironment["TERM"] { set("TERM", Array(term.utf8)) }
         if let launcher { set("SANDBOXED_RUN", launcher.bytes) }
-        if let broker { set(brokerVariable, Array(String(broker).utf8)) }
         for name in request.keptEnvironment {
             try validate(name)
             if let value = request.hostEnvironment[name] { set(name, Array(value.utf8)) }

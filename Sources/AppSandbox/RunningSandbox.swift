@@ -1,0 +1,125 @@
+@preconcurrency import Glibc
+import Grants
+import Sandbox
+import SystemPackage
+
+/// A launch-time grant, resolved: the rule built on the descriptor that
+/// resolution verified, the variable that names the folder for the command,
+/// and the grant it is given under (what the running-sandbox record names,
+/// and what a revocation takes away).
+public struct ResolvedGrant: Sendable {
+    public let name: String
+    public let rule: PathRule
+    public let variable: String
+    public let grant: GrantID
+
+    public init(name: String, rule: PathRule, variable: String, grant: GrantID) {
+        self.name = name
+        self.rule = rule
+        self.variable = variable
+        self.grant = grant
+    }
+}
+
+/// A sandbox while it runs, and its one owner: the command's process, the
+/// broker over the state used for this launch, the running-sandbox record
+/// (written once before the command starts, so that `grants holders` and
+/// `grants revoke --end-holders` see it), and the live-grant service that
+/// answers the command's requests and takes revoked folders away. `wait()`
+/// serves all of them; when it returns, or when this is dropped unwaited
+/// (which ends the command), the record goes. What `sandboxed-run run`
+/// launches is one of these, made by `SandboxSession.launch`.
+public final class RunningSandbox: @unchecked Sendable {
+    /// What was planned: rules, filters, the report.
+    public let plan: ConfinementPlan
+    /// The command's process.
+    public let process: ConfinedProcess
+    private let registration: SandboxRegistration
+    private let service: LiveGrantService?
+
+    init(plan: ConfinementPlan, process: ConfinedProcess, registration: SandboxRegistration, service: LiveGrantService?) {
+        self.plan = plan
+        self.process = process
+        self.registration = registration
+        self.service = service
+    }
+
+    /// The tree the command sees (a best-effort launch may fall back to the host view).
+    public var view: FileSystemView { process.view }
+    /// What this launch enforces, the view included.
+    public var report: EnforcementReport { process.report }
+    /// The grants the record names now (empty: nothing is recorded).
+    public var recordedGrants: [SandboxRecord.Held] { registration.held }
+
+    /// Forwards the usual termination signals sent to this process to the
+    /// sandbox (after `ConfinedProcess.holdTerminationSignals()` before the launch).
+    public func forwardSignals() { process.forwardSignals() }
+
+    /// Serves the supervisor, the terminal relay, the broker and revocations
+    /// until the command and every process it started have ended; then the
+    /// record goes.
+    public func wait() throws(SandboxError) -> Termination {
+        defer {
+            service?.finish()
+            registration.end()
+        }
+        return try process.wait()
+    }
+}
+
+extension SandboxSession {
+    /// Plans and launches `request` with `grants` (each added to its rules
+    /// and environment), as `sandboxed-run run` does: the record is written
+    /// before the command starts when it holds grants, live-grant requests
+    /// are answered through `picker` (or the relayed terminal) where the
+    /// policy allows them, and revoked folders are taken away while it runs.
+    /// `planned` sees the plan before anything starts (the CLI prints its
+    /// report there). `command`: the command line as given, as bytes, for
+    /// the record (default: the request's). `broker`: the one to use for
+    /// this launch, when the caller has one open already (`LaunchGrants.broker`).
+    public func launch(
+        _ request: LaunchRequest, grants: [ResolvedGrant] = [], picker: AskpassPicker? = nil, broker: GrantBroker? = nil,
+        command: [[UInt8]]? = nil, planned: (ConfinementPlan) throws -> Void = { _ in }
+    ) throws -> RunningSandbox {
+        var request = request
+        for granted in grants {
+            request.folders.append(granted.rule)
+            request.pathVariables[granted.variable] = granted.rule.path
+        }
+        // Made before the plan's protected-folder check, which then sees it.
+        let records = grants.isEmpty ? nil : try runningSandboxes()
+        let plan = try ConfinementPlan(request)
+        try planned(plan)
+        var opened = broker
+        let launchBroker = { () throws(GrantError) -> GrantBroker in
+            if let opened { return opened }
+            let made = try self.broker()
+            opened = made
+            return made
+        }
+        // In the private view each launch-time grant that has a bind of its
+        // own is taken away on revocation; the record says so from the start.
+        let predicted = Set(plan.revocableLaunchGrants)
+        let registration = SandboxRegistration(
+            records: { () throws(GrantError) -> RunningSandboxes in
+                if let records { return records }
+                return try self.runningSandboxes()
+            },
+            app: request.app, view: plan.plannedView, command: command ?? request.command.map { Array($0.utf8) })
+        if !grants.isEmpty {
+            try registration.begin(
+                grants.map { SandboxRecord.Held(grant: $0.grant, path: $0.rule.path, kind: predicted.contains($0.name) ? .detachable : .fixed) },
+                broker: try launchBroker())
+        }
+        let process = try plan.launch()
+        let cut = Set(process.running?.launchGrants ?? [])
+        try registration.settle(view: process.view, detachable: Set(grants.filter { cut.contains($0.name) }.map(\.grant)))
+        var service: LiveGrantService?
+        if process.liveGrants != nil || !grants.isEmpty {
+            service = LiveGrantService(
+                session: self, app: request.app, policy: request.policy, picker: picker, registration: registration, broker: opened)
+            service?.serve(process, launchGrants: Dictionary(uniqueKeysWithValues: grants.map { ($0.name, $0.grant) }))
+        }
+        return RunningSandbox(plan: plan, process: process, registration: registration, service: service)
+    }
+}
