@@ -90,7 +90,7 @@ public struct AskpassPicker: Sendable {
             output = -1  // a picker still writing gets SIGPIPE
             var status: CInt = 0
             while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
-            guard status & 0x7F == 0, (status >> 8) & 0xFF == 0 else { return .success(nil) }
+            guard Termination(waitStatus: status) == .exited(0) else { return .success(nil) }
             guard printed.count <= AskpassPicker.outputLimit, printed.last == UInt8(ascii: "\n"),
                   printed.filter({ $0 == UInt8(ascii: "\n") }).count == 1, !printed.contains(0), printed.count > 1 else {
                 return .failure(.badOutput(program: program))
