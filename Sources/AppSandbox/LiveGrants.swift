@@ -437,16 +437,25 @@ final class LiveGrantService: @unchecked Sendable {
         guard var entry = attached[id], entry.starts > 0 else {
             return LiveGrantReply(status: .notAccessing, message: "this sandbox is not accessing that bookmark's folder")
         }
-        entry.starts -= 1
-        attached[id] = entry
-        if entry.starts == 0 && !entry.pinned {
-            do { try detach(id) } catch {
+        if entry.starts == 1 && !entry.pinned {
+            // The last stop: the folder goes only if nothing in the sandbox
+            // holds it, since a folder detached under a held descriptor would
+            // still show its names and attributes. Held: it stays, started.
+            do { try detach(id) } catch .held {
+                return LiveGrantReply(status: .busy, message: "the folder is still in use in this sandbox (a descriptor or working directory "
+                    + "in it, or a file open there): close those, then stop accessing it; it stays attached meanwhile")
+            } catch {
                 return LiveGrantReply(status: .refused, message: "\(error)")
             }
+            return LiveGrantReply(status: .granted, text: entry.path.bytes)
         }
+        entry.starts -= 1
+        attached[id] = entry
         return LiveGrantReply(status: .granted, text: entry.path.bytes)
     }
 
+    /// Takes the folder of `id` away, if nothing in the sandbox holds it
+    /// (`.held`: it stays attached; a revocation then ends the sandbox).
     private func detach(_ id: GrantID) throws(LiveGrantAreaError) {
         guard let entry = attached[id] else { return }
         guard let area else { throw .notAttachable("no grant area") }
@@ -551,8 +560,12 @@ final class LiveGrantService: @unchecked Sendable {
         }
         let known = live ?? [:]
         // Fail closed: a revoked folder that cannot be taken away ends the sandbox.
+        // A folder the command still holds is not detached under it: the
+        // sandbox ends, and its record (still naming the grant) with it.
         for id in Array(attached.keys) where known[id] != true {
-            do { try detach(id) } catch { running?.revocationFailed("detaching \(attached[id]?.path.string ?? "a folder"): \(error)") }
+            do { try detach(id) } catch {
+                running?.revocationFailed("taking away the revoked \(attached[id]?.path.string ?? "folder"): \(error)")
+            }
         }
         // A launch-time grant's mount goes once every grant it holds is revoked.
         let revoked = Set(launch.filter { known[$0.grant] != true }.map(\.name))

@@ -200,9 +200,16 @@ static void csb_grant_detach(const struct csb_grant_request *request, struct csb
     if (csb_grant_enter_view(reply) != 0) return;
     char target[sizeof(CSB_GRANT_AREA) + 17] = CSB_GRANT_AREA "/";
     memcpy(target + sizeof(CSB_GRANT_AREA), request->name, strlen(request->name) + 1);
-    // Descriptors already open in it keep working; new lookups find the empty mount point, then nothing.
-    if (umount2(target, MNT_DETACH | UMOUNT_NOFOLLOW) != 0) {
-        csb_grant_fail(reply, CSB_GRANT_STEP_DETACH);
+    // Never lazily: the kernel refuses (EBUSY) while anything still holds
+    // the mount (a descriptor or working directory at any depth, a file
+    // open in it, a descriptor in flight in a socket), and a folder
+    // detached under what the command holds would still show it names,
+    // sizes, owners, link targets and attributes (Landlock mediates none
+    // of those reads). Held, it stays attached and the reply says so: the
+    // launcher refuses the stop, or ends the sandbox for a revocation.
+    // The area is read-only to the command: the name is ours.
+    if (umount2(target, UMOUNT_NOFOLLOW) != 0) {
+        csb_grant_fail(reply, errno == EBUSY ? CSB_GRANT_STEP_HELD : CSB_GRANT_STEP_DETACH);
         return;
     }
     unlinkat(csb_helper.area, request->name, AT_REMOVEDIR);

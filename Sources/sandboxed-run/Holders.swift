@@ -143,15 +143,30 @@ struct RevokeReport {
             usleep(20_000)
             survey = try running.survey()
         }
-        let cut = attached.filter { record in !survey.running.contains { $0.launcher == record.launcher && !holds($0, .detachable).isEmpty } }
+        // A launcher whose record is gone ended its sandbox: the command
+        // still held the folder (a descriptor or working directory in it),
+        // which is never left detached under it.
+        // (A record also goes when its last grant was taken away: its launcher still runs.)
+        let ended = attached.filter { record in
+            !survey.running.contains { $0.launcher == record.launcher } && (try? record.launcher.state()) != .running
+        }
+        let cut = attached.filter { record in
+            !ended.contains { $0.launcher == record.launcher }
+                && !survey.running.contains { $0.launcher == record.launcher && !holds($0, .detachable).isEmpty }
+        }
         let fixed = survey.running.filter { !holds($0, .fixed).isEmpty }
         let uncut = survey.running.filter { !holds($0, .detachable).isEmpty }
         let elsewhere = survey.elsewhere.filter { record in record.grants.contains { named.contains($0.grant) } }
 
         if !cut.isEmpty {
-            print("cut in \(cut.count) running sandbox\(cut.count == 1 ? "" : "es") (private view): the launcher detached the folder; "
-                + "new lookups in it fail, descriptors already open keep working:")
+            print("cut in \(cut.count) running sandbox\(cut.count == 1 ? "" : "es") (private view): the launcher took the folder away, "
+                + "and new lookups in it fail (what a launch-time grant's sandbox holds open beneath it stays readable, not writable):")
             for record in cut { Holding.describe(record, grants: holdsBefore(record, in: attached)).forEach { print($0) } }
+        }
+        if !ended.isEmpty {
+            print("ended \(ended.count) running sandbox\(ended.count == 1 ? "" : "es") (private view) that still held the folder open "
+                + "(a descriptor or working directory in it, or a file open there): a folder is never taken away from under what the command holds:")
+            for record in ended { Holding.describe(record, grants: holdsBefore(record, in: attached)).forEach { print($0) } }
         }
         let holders = fixed + uncut.filter { record in !fixed.contains { $0.launcher == record.launcher } }
         if !fixed.isEmpty {

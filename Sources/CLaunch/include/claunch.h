@@ -274,7 +274,7 @@ int csb_spawn_kept(const struct csb_child_plan *plan, const struct csb_keeper_pl
 
 enum csb_grant_operation {
     CSB_GRANT_ATTACH = 1,   // clone `path` (it must be device/inode) and attach it at CSB_GRANT_AREA/`name`
-    CSB_GRANT_DETACH = 2,   // detach CSB_GRANT_AREA/`name` and remove its mount point
+    CSB_GRANT_DETACH = 2,   // detach CSB_GRANT_AREA/`name` and remove its mount point, if nothing holds it
     CSB_GRANT_DETACH_MOUNT = 3,  // detach the mount whose root the descriptor passed with the request is (a launch-time grant)
 };
 
@@ -313,6 +313,7 @@ enum csb_grant_step {
     CSB_GRANT_STEP_ATTACH,       // move_mount into the area
     CSB_GRANT_STEP_DETACH,       // umount2 of a grant
     CSB_GRANT_STEP_READ_ONLY,    // DETACH_MOUNT: detached, but it could not be made read-only first (a file there open for writing)
+    CSB_GRANT_STEP_HELD,         // DETACH: the command still holds the folder (a descriptor, a working directory, an open file, one in flight); still attached
 };
 
 /// Forks the grant helper from the launcher (only async-signal-safe C in the

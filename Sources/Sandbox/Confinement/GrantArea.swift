@@ -522,6 +522,8 @@ public final class LiveGrantArea: @unchecked Sendable {
 
     /// Detaches a grant attached at `path` (one `attach` returned): new
     /// lookups fail, descriptors already open keep working.
+    /// Detaches the live grant at `path`, only when nothing in the sandbox
+    /// holds the folder; `.held` (still attached) otherwise.
     public func detach(_ path: FilePath) throws(LiveGrantAreaError) {
         guard path.removingLastComponent() == Self.path, let name = path.lastComponent?.string,
               !name.isEmpty, name.count < 16, name.utf8.allSatisfy({ (0x30...0x39).contains($0) }) else {
@@ -530,6 +532,11 @@ public final class LiveGrantArea: @unchecked Sendable {
         var request = csb_grant_request()
         request.operation = UInt32(CSB_GRANT_DETACH.rawValue)
         withUnsafeMutableBytes(of: &request.name) { bytes in for (i, byte) in name.utf8.enumerated() { bytes[i] = byte } }
+        // A folder in use for a moment (an `ls` under way) is let go soon:
+        // asked again for 50 ms before it counts as held.
+        for _ in 0..<5 {
+            do { return try exchange(request) } catch .held { usleep(10_000) }
+        }
         try exchange(request)
     }
 
@@ -578,6 +585,7 @@ public final class LiveGrantArea: @unchecked Sendable {
             guard got == MemoryLayout<csb_grant_reply>.size else { throw .helperGone(got == 0 ? .brokenPipe : Errno(rawValue: errno)) }
             guard reply.sequence == expected else { continue }
             if reply.error != 0 && reply.step == Int32(CSB_GRANT_STEP_READ_ONLY.rawValue) { throw .detachedWritable(Errno(rawValue: reply.error)) }
+            if reply.error != 0 && reply.step == Int32(CSB_GRANT_STEP_HELD.rawValue) { throw .held }
             if reply.error != 0 { throw .failed(step: Self.describe(step: reply.step), errno: Errno(rawValue: reply.error)) }
             return
         }
@@ -601,6 +609,7 @@ public final class LiveGrantArea: @unchecked Sendable {
         case CSB_GRANT_STEP_MOUNT_POINT.rawValue: "making the mount point in the grant area"
         case CSB_GRANT_STEP_ATTACH.rawValue: "attaching the folder in the grant area"
         case CSB_GRANT_STEP_DETACH.rawValue: "detaching the grant"
+        case CSB_GRANT_STEP_HELD.rawValue: "detaching the grant while nothing holds it"
         case CSB_GRANT_STEP_READ_ONLY.rawValue:
             "making the grant read-only before it was detached (a file in it is open for writing, so a folder the command holds open there could still be written)"
         default: "step \(step)"
@@ -619,6 +628,11 @@ public enum LiveGrantAreaError: Error, Equatable, CustomStringConvertible, Senda
     case detachedWritable(Errno)
     /// A folder was taken away, but a watch the command put in it could not be removed.
     case watchesRemain
+    /// The command still holds the folder (a descriptor or working directory
+    /// in it at any depth, a file open there, one in flight): it stays
+    /// attached, since detached under what the command holds it would still
+    /// show its names and attributes.
+    case held
 
     public var description: String {
         switch self {
@@ -626,6 +640,8 @@ public enum LiveGrantAreaError: Error, Equatable, CustomStringConvertible, Senda
         case .detachedWritable(let error):
             "\(LiveGrantArea.describe(step: Int32(CSB_GRANT_STEP_READ_ONLY.rawValue))) failed: \(error)"
         case .watchesRemain: "a watch the command put in the folder could not be removed"
+        case .held:
+            "the command still holds the folder (a descriptor or working directory in it, or a file open there)"
         case .helperGone(let error): "the sandbox's grant helper did not answer (\(error)): the sandbox is ending"
         case .failed(let step, let error): "\(step) failed: \(error)"
         }
