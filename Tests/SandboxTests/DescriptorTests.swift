@@ -82,3 +82,51 @@ import SystemPackage
         #expect(Self.isOpen(file.rawValue), "released although fdopendir failed")
     }
 }
+
+/// The class of bug stays fixed: no Swift file of the package makes a
+/// descriptor that is not close-on-exec from its first instant (a program
+/// another test or thread spawns in between inherits it: a pipe's write end
+/// that keeps a reader waiting, an OFD lock, the seccomp listener).
+/// `dup`, `dup2` and `pipe` are refused; `OwnedDescriptor.duplicate()`,
+/// `csb_pipe_cloexec` and C code after fork (Sources/CLaunch) are the ways.
+@Suite struct DescriptorHygieneTests {
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+    /// Calls of dup, dup2, dup3 or pipe, bare or through Glibc (not Python's
+    /// `os.pipe()` in a test's script, nor a method such as `.duplicate(`).
+    static var call: Regex<Substring> { #/(?:^|[^\w.]|Glibc\.)(?:dup[23]?|pipe)\s*\(/# }
+
+    /// Every Swift file under `folders`, and the lines of them that call one.
+    static func scan(_ folders: [String]) throws -> (files: Int, offenders: [String]) {
+        var files = 0
+        var found: [String] = []
+        for folder in folders {
+            let base = root.appendingPathComponent(folder)
+            guard let walker = FileManager.default.enumerator(at: base, includingPropertiesForKeys: nil) else { continue }
+            for case let url as URL in walker where url.pathExtension == "swift" {
+                files += 1
+                let text = try String(contentsOf: url, encoding: .utf8)
+                for (number, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+                    guard line.contains("dup") || line.contains("pipe") else { continue }  // Regex is slow in debug builds
+                    let code = line.split(separator: "//", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
+                    if code.contains(call) {
+                        found.append("\(url.path.dropFirst(root.path.count + 1)):\(number + 1): \(line.trimmingCharacters(in: .whitespaces))")
+                    }
+                }
+            }
+        }
+        return (files, found)
+    }
+
+    @Test func theCheckFindsWhatItLooksFor() {
+        // "(" joined on, so that this file passes its own check.
+        for line in ["let fd = dup", "dup2", "#expect(Glibc.pipe", "x = pipe "].map({ $0 + "(x)" }) { #expect(line.contains(Self.call), "\(line)") }
+        for line in ["r, w = os.pipe()", "try folder.duplicate()", "csb_pipe_cloexec(&p)", "let dupe(x)", "pipeline(x)"] { #expect(!line.contains(Self.call), "\(line)") }
+    }
+
+    @Test func noSwiftCodeDuplicatesOrMakesPipesWithoutCloseOnExec() throws {
+        let (files, offenders) = try Self.scan(["Sources", "Tests", "Fuzz", "Examples", "Benchmarks"])
+        #expect(files > 100, "the package's sources were not found at \(Self.root.path)")
+        #expect(offenders.isEmpty, "use OwnedDescriptor.duplicate() or csb_pipe_cloexec:\n\(offenders.joined(separator: "\n"))")
+    }
+}
