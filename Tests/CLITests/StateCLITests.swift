@@ -98,8 +98,7 @@ import Testing
         Thread.sleep(forTimeInterval: 1)
         close(held)
         for (process, out, err) in picks {
-            _ = out.fileHandleForReading.readDataToEndOfFile()
-            let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            let stderr = String(decoding: try readOutputs(out, err).stderr, as: UTF8.self)
             process.waitUntilExit()
             #expect(process.terminationStatus == 0, "\(stderr)")
         }
@@ -260,8 +259,7 @@ import Testing
         #expect(pick.isRunning, "the pick did not block while delivering")
         kill(pick.processIdentifier, signal)
         #expect(try CLI.program("/usr/sbin/fsfreeze", ["--unfreeze", disk]).status == 0)
-        _ = out.fileHandleForReading.readDataToEndOfFile()
-        _ = err.fileHandleForReading.readDataToEndOfFile()
+        _ = try readOutputs(out, err)
         pick.waitUntilExit()
         #expect(pick.terminationReason == .uncaughtSignal && pick.terminationStatus == signal)
 
