@@ -4,6 +4,7 @@
 // empty list means none. A trap or a hang is a finding the caller sees itself.
 @preconcurrency import Glibc
 @_spi(Fuzzing) import Sandbox
+import CSyscalls
 
 /// docs/live-grants.md's tables, read independently of the decoders: what a
 /// well-formed request and reply are.
@@ -58,8 +59,8 @@
         broker = try LiveGrantBroker()
         command = broker.commandDescriptor!
         var pipe: [CInt] = [-1, -1]
-        precondition(Glibc.pipe(&pipe) == 0, "pipe: errno \(errno)")
-        _ = fcntl(pipe[0], F_SETFD, FD_CLOEXEC)
+        // Close-on-exec from the start: the tests run this in a process that spawns programs meanwhile.
+        precondition(csb_pipe_cloexec(&pipe) == 0, "pipe: errno \(errno)")
         sentinel = pipe[0]
         close(pipe[1])  // of the same inode
         var status = stat()

@@ -32,6 +32,10 @@ public struct AskpassPicker: Sendable {
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         posix_spawn_file_actions_adddup2(&actions, pipe[1], 1)
+        // Only stdin, stdout and stderr: not what the launcher inherited
+        // (`--keep-fd` descriptors are the command's) nor one of its own that
+        // some code left without close-on-exec.
+        guard csb_spawn_close_from(&actions, 3) == 0 else { throw .couldNotRun(program: program, errno: Errno(rawValue: errno)) }
         var pid: pid_t = 0
         let argv: [UnsafeMutablePointer<CChar>?] = [strdup(program), strdup(prompt), nil]
         defer { argv.forEach { free($0) } }

@@ -4,6 +4,7 @@
 #include "internal.h"
 
 #include <linux/sockios.h>
+#include <spawn.h>
 #include <sys/ioctl.h>
 
 int csb_pidfd_open(pid_t pid) {
@@ -156,4 +157,13 @@ int csb_inotify_rm_watch(int instance, int watch) {
 
 int csb_pipe_cloexec(int *fds) {
     return pipe2(fds, O_CLOEXEC);
+}
+
+int csb_spawn_close_from(void *actions, int lowest) {
+    int error = posix_spawn_file_actions_addclosefrom_np((posix_spawn_file_actions_t *)actions, lowest);
+    if (error != 0) {
+        errno = error;
+        return -1;
+    }
+    return 0;
 }

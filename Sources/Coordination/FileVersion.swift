@@ -32,7 +32,8 @@ public struct FileVersion: Equatable, Sendable {
     public static func unresolvedConflictVersions(of location: FileCoordinator.Location) throws -> [FileVersion] {
         let item = location.path
         guard let folder = try versionsFolder(of: location, create: false) else { return [] }
-        guard let stream = fdopendir(dup(folder.rawValue)) else { return [] }
+        // The stream's own copy, which closedir closes; `folder` stays ours.
+        guard let stream = try? directoryStream(taking: folder.duplicate()) else { return [] }
         defer { closedir(stream) }
         let owner = Trust.itemStatus(location)
         var versions: [FileVersion] = []
@@ -133,7 +134,7 @@ public struct FileVersion: Equatable, Sendable {
     /// in the item's versions folder. The caller holds the item's write lock,
     /// which every party writing one holds.
     static func removeLeftovers(of location: FileCoordinator.Location) {
-        guard let folder = try? versionsFolder(of: location, create: false), let stream = fdopendir(dup(folder.rawValue)) else { return }
+        guard let folder = try? versionsFolder(of: location, create: false), let stream = try? directoryStream(taking: folder.duplicate()) else { return }
         defer { closedir(stream) }
         let owner = Trust.itemStatus(location)
         var leftovers: [[CChar]] = []
@@ -325,11 +326,19 @@ public struct FileVersion: Equatable, Sendable {
 
     /// The whole file, refused (as not a file to handle) above `limit` bytes.
     static func readAll(_ file: OwnedDescriptor, path: FilePath, limit: Int = largest) throws -> [UInt8] {
-        guard let status = try? file.status(), Int(status.st_size) <= limit else { throw CoordinationError.notARegularFile(path) }
+        try readAll(descriptor: file.rawValue, path: path, limit: limit)
+    }
+
+    /// Reads through `descriptor` itself (pread: its offset is untouched),
+    /// so a locked file is never duplicated: a copy inherited by a program
+    /// spawned meanwhile would keep its lock.
+    static func readAll(descriptor: CInt, path: FilePath, limit: Int = largest) throws -> [UInt8] {
+        var status = stat()
+        guard fstat(descriptor, &status) == 0, Int(status.st_size) <= limit else { throw CoordinationError.notARegularFile(path) }
         var bytes = [UInt8](repeating: 0, count: Int(status.st_size))
         var offset = 0
         while offset < bytes.count {
-            let count = bytes.withUnsafeMutableBytes { pread(file.rawValue, $0.baseAddress! + offset, $0.count - offset, off_t(offset)) }
+            let count = bytes.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress! + offset, $0.count - offset, off_t(offset)) }
             if count < 0 && errno == EINTR { continue }
             guard count > 0 else { break }
             offset += count

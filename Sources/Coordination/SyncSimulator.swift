@@ -143,7 +143,7 @@ public final class SyncSimulator {
         do {
             try coordinator.coordinate(reading: file) { item in
                 guard let fd = item.descriptor else { return }
-                let contents = try FileVersion.readAll(OwnedDescriptor(taking: dup(fd.rawValue)), path: file.path, limit: Self.largest)
+                let contents = try FileVersion.readAll(descriptor: fd.rawValue, path: file.path, limit: Self.largest)
                 var status = stat()
                 fstat(fd.rawValue, &status)
                 uploadedBytes -= uploaded[file.path]?.contents?.count ?? 0
@@ -452,7 +452,7 @@ public final class SyncSimulator {
     }
 
     private static func readAll(_ descriptor: FileDescriptor, path: FilePath) throws -> [UInt8] {
-        try FileVersion.readAll(OwnedDescriptor(taking: dup(descriptor.rawValue)), path: path, limit: largest)
+        try FileVersion.readAll(descriptor: descriptor.rawValue, path: path, limit: largest)
     }
 
     private func readUnlocked(_ file: FileCoordinator.Location) throws -> [UInt8] {
@@ -501,7 +501,7 @@ public final class SyncSimulator {
         var queue: [(OwnedDescriptor, FilePath, Int)] = []
         if let opened = Self.openFolder(rootFolder, Array(".".utf8CString)) { queue.append((opened, root, 0)) }
         while let (folder, path, depth) = queue.popLast() {
-            guard let stream = fdopendir(dup(folder.rawValue)) else { continue }
+            guard let stream = try? directoryStream(taking: folder.duplicate()) else { continue }
             var items: [[UInt8]] = []
             var siblings: [ItemNames.Sibling: [[UInt8]]] = [:]
             var temporaries: [([UInt8], [UInt8])] = []

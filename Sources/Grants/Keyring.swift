@@ -218,11 +218,7 @@ final class Keyring {
     /// The names in a folder reached by descriptor.
     static func names(in folder: OwnedDescriptor) throws(Errno) -> [String] {
         let readable = try folder.reopenedFolder()
-        let fd = try syscallRetrying { dup(readable.rawValue) }  // fdopendir takes it
-        guard let dir = fdopendir(fd) else {
-            close(fd)
-            throw Errno(rawValue: errno)
-        }
+        let dir = try directoryStream(taking: readable)  // a fresh open: the stream can have it
         defer { closedir(dir) }
         var names: [String] = []
         while let entry = readdir(dir) {

@@ -322,11 +322,7 @@ public struct RunningSandboxes: Sendable {
     /// The names in a folder reached by descriptor, as bytes.
     static func names(in folder: OwnedDescriptor) throws(Errno) -> [[UInt8]] {
         let readable = try folder.reopenedFolder()
-        let fd = try syscallRetrying { dup(readable.rawValue) }  // fdopendir takes it
-        guard let dir = fdopendir(fd) else {
-            close(fd)
-            throw Errno(rawValue: errno)
-        }
+        let dir = try directoryStream(taking: readable)  // a fresh open: the stream can have it
         defer { closedir(dir) }
         var names: [[UInt8]] = []
         while let entry = readdir(dir) {

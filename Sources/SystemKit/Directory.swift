@@ -12,6 +12,15 @@ public struct DirectoryEntry: Sendable {
     public let isDirectory: Bool
 }
 
+/// `fdopendir(3)`: a stream that owns `descriptor` from now on (`closedir`
+/// closes it). When the stream cannot be made, `descriptor` keeps it and
+/// closes it: it is given away only once the stream has it.
+public func directoryStream(taking descriptor: OwnedDescriptor) throws(Errno) -> OpaquePointer {
+    guard let stream = fdopendir(descriptor.rawValue) else { throw Errno(rawValue: errno) }
+    _ = descriptor.release()
+    return stream
+}
+
 /// `opendir(3)` and `readdir(3)`: the names in `path`.
 public func directoryEntries(_ path: String) throws(Errno) -> [DirectoryEntry] {
     try directoryEntries(FilePath(path))

@@ -38,6 +38,7 @@ enum Picking {
     /// `pick`: the folder the user chose (or `selected`, typed by the user),
     /// granted, its bookmark written to `output` before the grant counts.
     static func pick(app: AppID, access: GrantAccess, selected: FilePath?, output: String) throws -> GrantBroker.Issued {
+        StopSignals.unblock()
         let broker = try open()
         let folder: OwnedDescriptor
         if let selected {
@@ -56,7 +57,14 @@ enum Picking {
             folder = chosen
         }
         let file = try bookmarkFile(output, broker: broker)
-        return try broker.grant(app: app, opened: folder, access: access) { bookmark in try file.replace(with: bookmark) }
+        return try broker.grant(app: app, opened: folder, access: access) { bookmark in
+            // Until here a stop signal kills the pick and the grant stays
+            // pending (no access). From here it is made live and the pick
+            // exits 0: a signal now waits and is dropped at exit, so that a
+            // pick never reports "interrupted" for a grant it made.
+            try file.replace(with: bookmark)
+            StopSignals.block()
+        }
     }
 
     static func currentDirectory() -> String? {
@@ -90,6 +98,31 @@ enum Picking {
     /// A bookmark file: nothing an app (or another user) could have planted along its path is followed.
     static func bookmarkFile(_ path: String, broker: GrantBroker) throws -> BookmarkFile {
         try SandboxSession.cli().bookmarkFile(absolute(path), broker: broker)
+    }
+}
+
+/// The signals that ask a pick to stop: Ctrl-C, `kill`, a closed terminal.
+enum StopSignals {
+    static var set: sigset_t {
+        var signals = sigset_t()
+        sigemptyset(&signals)
+        for signal in [SIGINT, SIGTERM, SIGHUP] { sigaddset(&signals, signal) }
+        return signals
+    }
+
+    /// Honoured from now on, however the pick was started: Foundation's
+    /// Process (and some supervisors) start children with them blocked, and
+    /// a pick that never sees Ctrl-C grants anyway. Ignored ones stay
+    /// ignored, as `nohup` asked.
+    static func unblock() {
+        var signals = set
+        pthread_sigmask(SIG_UNBLOCK, &signals, nil)
+    }
+
+    /// Held from now on (pending, dropped if the process exits first).
+    static func block() {
+        var signals = set
+        pthread_sigmask(SIG_BLOCK, &signals, nil)
     }
 }
 

@@ -53,19 +53,66 @@ enum CLI {
         process.standardOutput = out
         process.standardError = err
         try process.run()
-        let stdout = out.fileHandleForReading.readDataToEndOfFile()
-        let stderr = err.fileHandleForReading.readDataToEndOfFile()
+        let (stdout, stderr) = try readOutputs(out, err)
         process.waitUntilExit()
         return Result(status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self), stderr: String(decoding: stderr, as: UTF8.self))
     }
 
     static func run(_ arguments: [String], home: Home = Home()) throws -> Result {
         let (process, out, err) = try start(arguments, home: home)
-        let stdout = out.fileHandleForReading.readDataToEndOfFile()
-        let stderr = err.fileHandleForReading.readDataToEndOfFile()
+        let (stdout, stderr) = try readOutputs(out, err)
         process.waitUntilExit()
         let status = process.terminationReason == .uncaughtSignal ? 128 + process.terminationStatus : process.terminationStatus
         return Result(status: status, stdout: String(decoding: stdout, as: UTF8.self), stderr: String(decoding: stderr, as: UTF8.self))
+    }
+}
+
+/// Reading a child's output in the tests' shared process. Foundation's
+/// `readDataToEndOfFile()` traps on a read error, ending every test at once;
+/// `readToEnd()` throws, failing one. And stdout and stderr are read
+/// together: read one after the other, a child that fills the second pipe
+/// (64 KiB) while the first is waited on never ends.
+extension FileHandle {
+    /// Everything until end of file.
+    func readAll() throws -> Data { try readToEnd() ?? Data() }
+}
+
+/// The child's stdout and stderr, each to its end, read at the same time.
+func readOutputs(_ out: Pipe, _ err: Pipe) throws -> (stdout: Data, stderr: Data) {
+    final class Reading: @unchecked Sendable {
+        var result: Result<Data, any Error> = .success(Data())
+        let done = DispatchSemaphore(value: 0)
+    }
+    let reading = Reading()
+    let errors = err.fileHandleForReading
+    Thread {
+        reading.result = Result { try errors.readAll() }
+        reading.done.signal()
+    }.start()
+    let stdout = Result { try out.fileHandleForReading.readAll() }
+    // A failed stdout read stops reading it: the child gets EPIPE rather than wait for us.
+    if case .failure = stdout { try? out.fileHandleForReading.close() }
+    reading.done.wait()  // the thread must not outlive `err`, whose descriptor is then closed
+    return (try stdout.get(), try reading.result.get())
+}
+
+/// The harness itself: a child that writes more to stderr than a pipe holds
+/// (64 KiB) before it ends its stdout completes. Read one after the other,
+/// stdout first, it waited on us while we waited on it; `timeout` turns that
+/// into a failure (status 137 after 20 s) instead of a hung test run.
+@Suite struct HarnessTests {
+    static let loud = "head -c 204800 /dev/zero | tr '\\0' e >&2; echo out"
+
+    @Test func aProgramFillingStderrBeforeStdoutCompletes() throws {
+        let result = try CLI.program("/usr/bin/timeout", ["-s", "KILL", "20", "/bin/sh", "-c", Self.loud])
+        #expect(result.status == 0 && result.stdout == "out\n", "\(result.status) \(result.stdout)")
+        #expect(result.stderr.utf8.count == 204800 && result.stderr.allSatisfy { $0 == "e" })
+    }
+
+    @Test func aConfinedCommandFillingStderrBeforeStdoutCompletes() throws {
+        let result = try CLI.run(["run", "--app", "com.example.cli", "--", "/usr/bin/timeout", "-s", "KILL", "20", "/bin/sh", "-c", Self.loud])
+        #expect(result.status == 0 && result.stdout == "out\n", "\(result.status) \(result.stdout)")
+        #expect(result.stderr.utf8.count == 204800)
     }
 }
 

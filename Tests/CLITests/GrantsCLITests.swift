@@ -222,9 +222,10 @@ import Testing
         process.standardOutput = out
         process.standardError = err
         try process.run()
-        let screen = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let (printed, shown) = try readOutputs(out, err)
         process.waitUntilExit()
-        let lines = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let screen = String(decoding: shown, as: UTF8.self)
+        let lines = String(decoding: printed, as: UTF8.self)
         return (Int32(lines.trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1, screen)
     }
 

@@ -167,8 +167,7 @@ import Testing
         while process.isRunning && Date() < deadline { Thread.sleep(forTimeInterval: 0.02) }
         let hung = process.isRunning
         if hung { kill(process.processIdentifier, SIGKILL) }
-        let stdout = out.fileHandleForReading.readDataToEndOfFile()
-        let stderr = err.fileHandleForReading.readDataToEndOfFile()
+        let (stdout, stderr) = try readOutputs(out, err)
         process.waitUntilExit()
         return (CLI.Result(status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self),
                            stderr: String(decoding: stderr, as: UTF8.self)), hung)

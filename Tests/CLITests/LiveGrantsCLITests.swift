@@ -433,7 +433,7 @@ import Testing
         let revokedAt = Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec)
         #expect(revoked.status == 0, "\(revoked)")
         for (name, (process, out)) in commands {
-            let stdout = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            let stdout = try String(decoding: out.fileHandleForReading.readAll(), as: UTF8.self)
             process.waitUntilExit()
             if !launchTime {
                 // It holds the folder (its working directory, a file open
@@ -500,7 +500,7 @@ import Testing
         usleep(100_000)
         let revoked = try CLI.run(["grants", "revoke", "--grant", id], home: home)
         #expect(revoked.status == 0, "\(revoked)")
-        let stderr = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let stderr = try String(decoding: errors.fileHandleForReading.readAll(), as: UTF8.self)
         process.waitUntilExit()
         #expect(process.terminationStatus == 125, "\(stderr)")
         #expect(stderr.contains("could not be taken away") && stderr.contains("the sandbox was ended"), "\(stderr)")

@@ -391,7 +391,7 @@ final class PersonAtTerminal: @unchecked Sendable {
         #expect(cut, "the revocation waited for the picker")
         #expect(Self.waitForFile(in: home.path + "/data", named: "connected", seconds: 10), "the supervisor waited for the picker")
         FileManager.default.createFile(atPath: flag, contents: Data())
-        let stdout = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let stdout = try String(decoding: out.fileHandleForReading.readAll(), as: UTF8.self)
         process.waitUntilExit()
         #expect(process.terminationStatus == 0 && stdout == "second 1\n", "\(stdout)")
     }

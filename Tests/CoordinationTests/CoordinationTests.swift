@@ -130,7 +130,7 @@ enum Party {
         }
         writers.forEach { $0.waitUntilExit() }
         editor.waitUntilExit()
-        let edits = Int(String(decoding: editorOut.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
+        let edits = try Int(String(decoding: editorOut.fileHandleForReading.readAll(), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
         #expect(edits > 10, "the remote edits must really interleave")
         let lines = scratch.lines("daily.md").filter { !$0.isEmpty }
         let expected = Set((0..<4).flatMap { w in (1...40).map { "w\(w) \($0)" } })
@@ -304,7 +304,7 @@ final class CLIHome {
         let out = Pipe()
         process.standardOutput = out
         try process.run()
-        let data = out.fileHandleForReading.readDataToEndOfFile()
+        let data = try out.fileHandleForReading.readAll()
         process.waitUntilExit()
         return (process.terminationStatus, String(decoding: data, as: UTF8.self))
     }
@@ -440,7 +440,7 @@ extension Process {
         }
         func coordinate(_ arguments: [String], _ script: String) throws -> (status: Int32, output: String) {
             let (process, out) = try Party.run([Party.binary, "coordinate"] + arguments + ["--", "/bin/sh", "-c", script])
-            return (process.terminationStatus, String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self))
+            return try (process.terminationStatus, String(decoding: out.fileHandleForReading.readAll(), as: UTF8.self))
         }
         var victim: String { (try? String(contentsOfFile: outside + "/victim.txt", encoding: .utf8)) ?? "gone" }
         /// What the app does while COMMAND runs: the note becomes a link to the victim.

@@ -19,10 +19,38 @@ func shell(_ script: String, _ arguments: [String] = [], umask: String = "022", 
     process.standardOutput = out
     process.standardError = err
     try process.run()
-    let output = out.fileHandleForReading.readDataToEndOfFile()
-    let error = err.fileHandleForReading.readDataToEndOfFile()
+    let (output, error) = try readOutputs(out, err)
     process.waitUntilExit()
     return (process.terminationStatus, String(decoding: output, as: UTF8.self), String(decoding: error, as: UTF8.self))
+}
+
+/// Reading a child's output in the tests' shared process. Foundation's
+/// `readDataToEndOfFile()` traps on a read error, ending every test at once;
+/// `readToEnd()` throws, failing one. And stdout and stderr are read
+/// together: read one after the other, a child that fills the second pipe
+/// (64 KiB) while the first is waited on never ends.
+extension FileHandle {
+    /// Everything until end of file.
+    func readAll() throws -> Data { try readToEnd() ?? Data() }
+}
+
+/// The child's stdout and stderr, each to its end, read at the same time.
+func readOutputs(_ out: Pipe, _ err: Pipe) throws -> (stdout: Data, stderr: Data) {
+    final class Reading: @unchecked Sendable {
+        var result: Result<Data, any Error> = .success(Data())
+        let done = DispatchSemaphore(value: 0)
+    }
+    let reading = Reading()
+    let errors = err.fileHandleForReading
+    Thread {
+        reading.result = Result { try errors.readAll() }
+        reading.done.signal()
+    }.start()
+    let stdout = Result { try out.fileHandleForReading.readAll() }
+    // A failed stdout read stops reading it: the child gets EPIPE rather than wait for us.
+    if case .failure = stdout { try? out.fileHandleForReading.close() }
+    reading.done.wait()  // the thread must not outlive `err`, whose descriptor is then closed
+    return (try stdout.get(), try reading.result.get())
 }
 
 func mode(_ path: String) -> mode_t {
@@ -33,6 +61,17 @@ func mode(_ path: String) -> mode_t {
 func owner(_ path: String) -> uid_t {
     var status = stat()
     return lstat(path, &status) == 0 ? status.st_uid : uid_t.max
+}
+
+/// The harness itself (`shell`): a child that writes more to stderr than a
+/// pipe holds before it ends its stdout completes; read stdout first, it
+/// hung until `timeout` killed it (status 137 after 20 s).
+@Suite struct HarnessTests {
+    @Test func aProgramFillingStderrBeforeStdoutCompletes() throws {
+        let result = try shell("timeout -s KILL 20 sh -c \"head -c 204800 /dev/zero | tr '\\\\0' e >&2; echo out\"")
+        #expect(result.status == 0 && result.output == "out\n", "\(result.status) \(result.output)")
+        #expect(result.error.utf8.count == 204800)
+    }
 }
 
 /// Issue 21, §1: the race that lost acknowledged appends, made deterministic, and the simulator's half of it.
@@ -369,7 +408,7 @@ func owner(_ path: String) -> uid_t {
         let hex = { (bytes: [UInt8]) in bytes.map { String(format: "%02x", $0) }.joined() }
         let (python, out) = try Party.run(["/usr/bin/python3", "-c", script] + names.map(hex))
         #expect(python.terminationStatus == 0)
-        let stems = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).split(separator: "\n").map(String.init)
+        let stems = try String(decoding: out.fileHandleForReading.readAll(), as: UTF8.self).split(separator: "\n").map(String.init)
         #expect(stems == names.map { hex(ItemNames.stem(of: $0)) })
         #expect(ItemNames.stem(of: [UInt8](repeating: 0x61, count: 234)).count == 235)
         #expect(ItemNames.stem(of: [UInt8](repeating: 0x61, count: 235)).count == 37)

@@ -24,7 +24,7 @@ import Testing
     static func stress(_ arguments: [String]) throws -> (status: Int32, results: [Result]) {
         let (process, out) = try Party.run(["/usr/bin/python3", Party.packageRoot + "/Benchmarks/coordination-stress.py", Party.binary, "--json"] + arguments,
                                            wait: false)
-        let data = out.fileHandleForReading.readDataToEndOfFile()
+        let data = try out.fileHandleForReading.readAll()
         process.waitUntilExit()
         let results = try JSONDecoder().decode([Result].self, from: data)
         return (process.terminationStatus, results)

@@ -107,7 +107,7 @@ import Testing
         kill(simulator.processIdentifier, SIGTERM)
         simulator.waitUntilExit()
         #expect(simulator.terminationStatus == 0)
-        #expect(String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).hasPrefix("uploads "))
+        #expect(try String(decoding: out.fileHandleForReading.readAll(), as: UTF8.self).hasPrefix("uploads "))
         let left = try FileManager.default.contentsOfDirectory(atPath: scratch.path).sorted()
         #expect(left == (0..<5).map { "n\($0).md" }, "temporary files or placeholders left: \(left)")
         for i in 0..<5 { #expect(scratch.lines("n\(i).md").first == "note \(i)") }
@@ -143,7 +143,7 @@ import Testing
         #expect(truncate(scratch.path + "/huge.md", 60 << 20) == 0)  // over the simulator's 16 MiB: skipped
         let (time, out) = try Party.run(["/usr/bin/time", "-f", "peak %M", Party.binary, "sync-simulator", scratch.path, "--seconds", "1.5", "--edit-rate", "0"], wait: false, standardError: true)
         time.waitUntilExit()
-        let output = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let output = try String(decoding: out.fileHandleForReading.readAll(), as: UTF8.self)
         let peak = output.split(separator: "\n").first { $0.hasPrefix("peak ") }.flatMap { Int($0.dropFirst(5)) } ?? Int.max
         #expect(time.terminationStatus == 0, "\(output)")
         #expect(output.contains("uploads 24"), "\(output)")
@@ -158,7 +158,7 @@ import Testing
             try "x\n".write(toFile: scratch.path + "/d\(i)/f.md", atomically: false, encoding: .utf8)
         }
         let (simulator, out) = try Party.run(["/bin/sh", "-c", "ulimit -n 1024 && exec \"$0\" sync-simulator \"$1\" --seconds 1.5 --edit-rate 20", Party.binary, scratch.path])
-        let counts = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let counts = try String(decoding: out.fileHandleForReading.readAll(), as: UTF8.self)
         #expect(simulator.terminationStatus == 0)
         #expect(counts.contains("skipped 0"), "\(counts)")
         #expect(!counts.hasPrefix("uploads 0,"), "\(counts)")

@@ -33,7 +33,7 @@ import Sandbox
         let out = Pipe()
         process.standardOutput = out
         try process.run()
-        let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let text = try String(decoding: out.fileHandleForReading.readAll(), as: UTF8.self)
         process.waitUntilExit()
         return text.trimmingCharacters(in: .whitespacesAndNewlines)
     }

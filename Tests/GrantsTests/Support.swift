@@ -42,3 +42,11 @@ let memo = try! AppID("com.example.memo")
 /// Paths are bytes now; tests still name them as strings.
 func == (lhs: FilePath?, rhs: String) -> Bool { lhs == FilePath(rhs) }
 func == (lhs: FilePath, rhs: String) -> Bool { lhs == FilePath(rhs) }
+
+/// Reading a child's output in the tests' shared process. Foundation's
+/// `readDataToEndOfFile()` traps on a read error, ending every test at once;
+/// `readToEnd()` throws, failing one.
+extension FileHandle {
+    /// Everything until end of file.
+    func readAll() throws -> Data { try readToEnd() ?? Data() }
+}

@@ -157,7 +157,7 @@ import CSyscalls
             let out = Pipe()
             process.standardOutput = out
             try process.run()
-            let data = out.fileHandleForReading.readDataToEndOfFile()
+            let data = try out.fileHandleForReading.readAll()
             process.waitUntilExit()
             return String(decoding: data, as: UTF8.self).split(separator: "\n").map(String.init)
         }

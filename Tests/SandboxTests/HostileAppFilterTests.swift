@@ -174,11 +174,26 @@ final class Sleeper {
         var master: Int32 = -1
         var slave: Int32 = -1
         try #require(csb_open_pty(&master, &slave) == 0)
-        defer { close(master); close(slave) }
         // Drain the terminal so that the tools never block writing to it.
+        // `master` is closed only once the thread has stopped reading it:
+        // closed under it, its number could go to another test's file (all
+        // tests share this process), which the thread would then read from.
         let terminal = master
-        let drain = Thread { var buffer = [UInt8](repeating: 0, count: 4096); while read(terminal, &buffer, 4096) > 0 {} }
+        let stopped = DispatchSemaphore(value: 0)
+        let drain = Thread {
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            while read(terminal, &buffer, 4096) > 0 {}
+            stopped.signal()
+        }
         drain.start()
+        defer {
+            close(slave)  // the last copy of the terminal: the thread's read ends (EIO)
+            if stopped.wait(timeout: .now() + 30) == .success {
+                close(master)
+            } else {
+                Issue.record("the drain thread still reads the terminal: its master is left open rather than closed under it")
+            }
+        }
         let script = """
             set -e
             exec 3<&0  # the terminal, for the tools' output

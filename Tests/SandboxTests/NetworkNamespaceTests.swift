@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import CSyscalls
 @testable import Sandbox
 
 /// The private view's network namespace (a policy without a network
@@ -39,8 +40,8 @@ import Testing
             let out = open(output, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
             let null = open("/dev/null", O_RDWR | O_CLOEXEC)
             var pipe: [CInt] = [-1, -1]
-            #expect(Glibc.pipe(&pipe) == 0)
-            for end in pipe { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
+            // Close-on-exec at once, as every pipe of the tests' shared process must be.
+            #expect(csb_pipe_cloexec(&pipe) == 0)
             hold = pipe[1]
             descriptors = [out, null, pipe[0]]
             var request = LaunchRequest(

@@ -554,7 +554,7 @@ enum Converted {
         let output = Pipe()
         process.standardOutput = output
         try process.run()
-        let bytes = output.fileHandleForReading.readDataToEndOfFile()
+        let bytes = try output.fileHandleForReading.readAll()
         process.waitUntilExit()
         #expect(process.terminationStatus == 0)
         return Array(bytes)

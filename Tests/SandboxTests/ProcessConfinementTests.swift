@@ -60,7 +60,7 @@ import CSyscalls
         injected.standardOutput = out
         try injected.run()
         injected.waitUntilExit()
-        #expect(String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self) == "ok\n")
+        #expect(try String(decoding: out.fileHandleForReading.readAll(), as: UTF8.self) == "ok\n")
     }
 
     @Test func theTerminalGuardAloneRefusesInjection() throws {
@@ -97,7 +97,7 @@ import CSyscalls
             process.standardOutput = out
             try process.run()
             process.waitUntilExit()
-            return String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).split(separator: "\n").map(String.init)
+            return try String(decoding: out.fileHandleForReading.readAll(), as: UTF8.self).split(separator: "\n").map(String.init)
         }
         #expect(try run("bare") == ["TIOCSTI ok", "TIOCSTI-64 ok", "TCGETS ok"])
         #expect(try run("guarded") == ["TIOCSTI EPERM", "TIOCSTI-64 EPERM", "TCGETS ok"])

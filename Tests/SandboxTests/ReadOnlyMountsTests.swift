@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import SystemPackage
+import CSyscalls
 @testable import Sandbox
 
 /// Metadata changes enforced by the keeper's read-only mounts: native inside
@@ -23,8 +24,10 @@ struct ReadOnlyMountsTests {
         configure(&request)
         var out: [CInt] = [-1, -1]
         var err: [CInt] = [-1, -1]
-        #expect(pipe(&out) == 0 && pipe(&err) == 0)
-        for fd in out + err { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+        // Close-on-exec from the start: a program another test spawns
+        // between pipe() and fcntl() would hold the write ends, and the
+        // drain below would wait for it.
+        #expect(csb_pipe_cloexec(&out) == 0 && csb_pipe_cloexec(&err) == 0)
         let null = open("/dev/null", O_RDONLY | O_CLOEXEC)
         defer { close(out[0]); close(err[0]); close(null) }
         request.standardInput = input ?? null

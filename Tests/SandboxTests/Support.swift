@@ -139,8 +139,7 @@ enum Run {
         process.standardError = err
         process.standardInput = FileHandle.nullDevice
         try process.run()
-        let stdout = out.fileHandleForReading.readDataToEndOfFile()
-        let stderr = err.fileHandleForReading.readDataToEndOfFile()
+        let (stdout, stderr) = try readOutputs(out, err)
         process.waitUntilExit()
         let termination: Termination = process.terminationReason == .uncaughtSignal
             ? .signaled(process.terminationStatus) : .exited(process.terminationStatus)
@@ -195,4 +194,45 @@ extension Policy {
         precondition(on != text, "writer.plist no longer names org.sandboxed-run.files.symbolic-links")
         try on.write(toFile: path, atomically: true, encoding: .utf8)
     }
+}
+
+/// The harness itself (`Run.unconfined`): a child that writes more to
+/// stderr than a pipe holds before it ends its stdout completes; read
+/// stdout first, it hung until `timeout` killed it (status 137 after 20 s).
+@Suite struct HarnessTests {
+    @Test func aProgramFillingStderrBeforeStdoutCompletes() throws {
+        let loud = "head -c 204800 /dev/zero | tr '\\0' e >&2; echo out"
+        let outcome = try Run.unconfined(["/usr/bin/timeout", "-s", "KILL", "20", "/bin/sh", "-c", loud])
+        #expect(outcome.termination == .exited(0) && outcome.stdout == "out\n", "\(outcome.termination)")
+        #expect(outcome.stderr.utf8.count == 204800)
+    }
+}
+
+/// Reading a child's output in the tests' shared process. Foundation's
+/// `readDataToEndOfFile()` traps on a read error, ending every test at once;
+/// `readToEnd()` throws, failing one. And stdout and stderr are read
+/// together: read one after the other, a child that fills the second pipe
+/// (64 KiB) while the first is waited on never ends.
+extension FileHandle {
+    /// Everything until end of file.
+    func readAll() throws -> Data { try readToEnd() ?? Data() }
+}
+
+/// The child's stdout and stderr, each to its end, read at the same time.
+func readOutputs(_ out: Pipe, _ err: Pipe) throws -> (stdout: Data, stderr: Data) {
+    final class Reading: @unchecked Sendable {
+        var result: Result<Data, any Error> = .success(Data())
+        let done = DispatchSemaphore(value: 0)
+    }
+    let reading = Reading()
+    let errors = err.fileHandleForReading
+    Thread {
+        reading.result = Result { try errors.readAll() }
+        reading.done.signal()
+    }.start()
+    let stdout = Result { try out.fileHandleForReading.readAll() }
+    // A failed stdout read stops reading it: the child gets EPIPE rather than wait for us.
+    if case .failure = stdout { try? out.fileHandleForReading.close() }
+    reading.done.wait()  // the thread must not outlive `err`, whose descriptor is then closed
+    return (try stdout.get(), try reading.result.get())
 }

@@ -95,7 +95,7 @@ final class UserTerminal: @unchecked Sendable {
         process.standardOutput = out
         try process.run()
         process.waitUntilExit()
-        return String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        return try String(decoding: out.fileHandleForReading.readAll(), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
     var lineDiscipline: String {
@@ -362,7 +362,7 @@ func waitInBackground(_ process: ConfinedProcess) -> () -> Termination? {
         let out = Pipe()
         process.standardOutput = out
         try process.run()
-        let lines = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let lines = try String(decoding: out.fileHandleForReading.readAll(), as: UTF8.self)
         process.waitUntilExit()
         #expect(lines == "raw while running True\ncooked after True\nstatus 143\n")
     }

@@ -123,6 +123,10 @@ int csb_same_open_file(int a, int b);
 int csb_pipe_cloexec(int *_Nonnull fds);
 /// `inotify_rm_watch(2)`.
 int csb_inotify_rm_watch(int instance, int watch);
+/// `posix_spawn_file_actions_addclosefrom_np` (glibc 2.34, hidden by Glibc's
+/// module): the spawned program has no descriptor from `lowest` up.
+/// `actions` is a `posix_spawn_file_actions_t *`.
+int csb_spawn_close_from(void *actions, int lowest);
 /// `pidfd_send_signal(2)`: signals exactly the process the pidfd refers to (ESRCH once it has exited).
 int csb_pidfd_send_signal(int pidfd, int sig);
 /// `pidfd_open(tid, PIDFD_THREAD)` then `pidfd_getfd(2)`: a copy of a thread's fd.

@@ -291,7 +291,7 @@ extension ConfinementPlan {
                 var fds = [pollfd(fd: keeper.report.rawValue, events: Int16(POLLIN), revents: 0),
                            pollfd(fd: listener.rawValue, events: Int16(POLLIN), revents: 0)]
                 if poll(&fds, 2, -1) < 0 { continue }  // EINTR
-                if fds[1].revents & Int16(POLLIN) != 0 { supervisor.serveOne(listener: listener.rawValue) }
+                if fds[1].revents & Int16(POLLIN) != 0 { supervisor.serveOne(listener: listener) }
                 if fds[0].revents == 0 { continue }
             }
             let message: Keeper.Message
@@ -627,7 +627,7 @@ public final class ConfinedProcess: @unchecked Sendable {
             }
             if serving, let listener {
                 if fds[1].revents & Int16(POLLIN) != 0 {
-                    supervisor.serveOne(listener: listener.rawValue)
+                    supervisor.serveOne(listener: listener)
                 } else if fds[1].revents & Int16(POLLHUP | POLLERR | POLLNVAL) != 0 {
                     serving = false  // every process holding the filter is gone
                 }

@@ -420,9 +420,8 @@ public final class LiveGrantArea: @unchecked Sendable {
     /// nil when the keeper's pidfd cannot be duplicated (out of descriptors).
     init?(keeper: OwnedDescriptor, userNamespace: Bool, area: OwnedDescriptor?, areaView: OwnedDescriptor?,
           executeAllowed: Bool, timeout: CInt = 10_000) {
-        let copy = fcntl(keeper.rawValue, F_DUPFD_CLOEXEC, 3)
-        guard copy >= 0 else { return nil }
-        mounts = Mounts(keeper: OwnedDescriptor(taking: copy), userNamespace: userNamespace, area: area, areaView: areaView)
+        guard let copy = try? keeper.duplicate() else { return nil }
+        mounts = Mounts(keeper: copy, userNamespace: userNamespace, area: area, areaView: areaView)
         self.executeAllowed = executeAllowed
         self.timeout = timeout
     }

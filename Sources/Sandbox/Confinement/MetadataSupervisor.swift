@@ -164,7 +164,7 @@ final class MetadataSupervisor {
     /// a name changed after the check reaches nothing else. A host process
     /// may listen in a grant or the container, which Landlock does not
     /// mediate before ABI 9: those are refused (EACCES).
-    private func connect(_ request: csb_seccomp_notif, listener: CInt) throws(Errno) -> Int64? {
+    private func connect(_ request: csb_seccomp_notif, listener: OwnedDescriptor) throws(Errno) -> Int64? {
         let caller = pid_t(truncatingIfNeeded: request.pid)
         let args = Arguments(request.data.args)
         let fd = Int32(truncatingIfNeeded: args[0])
@@ -177,7 +177,7 @@ final class MetadataSupervisor {
             guard copy >= 0 else { throw Errno(rawValue: errno) == .noSuchFileOrDirectory ? .noSuchProcess : .badFileDescriptor }
             return (address, OwnedDescriptor(taking: copy))
         }
-        guard csb_seccomp_notify_id_valid(listener, request.id) == 0 else { throw .noSuchProcess }
+        guard csb_seccomp_notify_id_valid(listener.rawValue, request.id) == 0 else { throw .noSuchProcess }
         var status = try socket.status()
         guard status.st_mode & S_IFMT == S_IFSOCK else { throw .notSocket }
         var domain: CInt = 0
@@ -226,7 +226,7 @@ final class MetadataSupervisor {
     /// (the listener's backlog may be full, for as long as the command
     /// likes) on a thread of its own, which answers the request, so that the
     /// serving loop (the other calls, the terminal relay) goes on. Nil: answered there.
-    private func connecting(_ job: ConnectJob, request: csb_seccomp_notif, listener: CInt) throws(Errno) -> Int64? {
+    private func connecting(_ job: ConnectJob, request: csb_seccomp_notif, listener: OwnedDescriptor) throws(Errno) -> Int64? {
         let flags = fcntl(job.socket.rawValue, F_GETFL)
         guard flags >= 0 else { throw Errno(rawValue: errno) }
         if flags & O_NONBLOCK != 0 {
@@ -236,8 +236,10 @@ final class MetadataSupervisor {
         }
         guard waitingConnects.enter() else { throw .resourceTemporarilyUnavailable }
         let counter = waitingConnects
-        guard let answer = try? syscallRetrying({ dup(listener) }),
-              job.startThread(answering: request.id, on: OwnedDescriptor(taking: answer), done: { counter.leave() }) else {
+        // Close-on-exec: a `--picker` program spawned while the connect
+        // waits must not inherit the seccomp listener.
+        guard let answer = try? listener.duplicate(),
+              job.startThread(answering: request.id, on: answer, done: { counter.leave() }) else {
             counter.leave()
             throw .resourceTemporarilyUnavailable
         }
@@ -314,7 +316,8 @@ final class MetadataSupervisor {
     private var synchronousListener: CInt = -1
 
     /// Receives one request and answers it. Errors answer the child, never crash us.
-    func serveOne(listener: CInt) {
+    func serveOne(listener descriptor: OwnedDescriptor) {
+        let listener = descriptor.rawValue
         if synchronousListener != listener {
             synchronousListener = listener
             _ = csb_seccomp_notify_sync_wakeup(listener)  // only faster: older kernels refuse it
@@ -330,7 +333,7 @@ final class MetadataSupervisor {
         response.id = request.id
         do throws(Errno) {
             if request.data.nr == Self.connectNumber {
-                guard let value = try connect(request, listener: listener) else { return }  // answered by its thread
+                guard let value = try connect(request, listener: descriptor) else { return }  // answered by its thread
                 response.val = value
             } else {
                 response.val = try handle(request, listener: listener)
