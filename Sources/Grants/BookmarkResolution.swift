@@ -21,7 +21,8 @@ public enum BookmarkStatus: String, Sendable, CaseIterable {
     /// folder: what the path leads to is not the folder. Never followed.
     case covered
     /// A folder on the path may not be searched by this user: whether the
-    /// folder is still there cannot be told. A permission problem.
+    /// folder is still there cannot be told. A permission problem. Or the
+    /// folder was found where its path is longer than PATH_MAX: no path leads there.
     case inaccessible
 
     public var exitCode: Int32 {

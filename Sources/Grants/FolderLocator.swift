@@ -19,6 +19,8 @@ struct FolderLocator {
         case found(OwnedDescriptor, FilePath, LocateMethod)
         /// Its own filesystem answered that the handle names nothing any more: deleted.
         case gone
+        /// Found, but deeper than the kernel can name (`PathLimit`): no path leads there.
+        case tooLong(LocateMethod)
         case notFound
     }
 
@@ -64,11 +66,23 @@ struct FolderLocator {
             }
             let folder = OwnedDescriptor(taking: fd)
             guard let found = try? FolderIdentity.of(folder, path: ancestor), found.isSameFolder(as: identity) else { continue }
-            // Deleted while something still holds it open: no path leads there.
-            guard let path = folder.currentPath else { return .gone }
-            return .found(folder, path, .fileHandle)
+            do {
+                return .found(folder, FilePath(bytes: try FilePath.kernelPath(ofDescriptor: folder.rawValue)), .fileHandle)
+            } catch {
+                // Deleted while something still holds it open, or moved beyond PATH_MAX: no path leads there.
+                return error == .fileNameTooLong ? .tooLong(.fileHandle) : .gone
+            }
         }
         return .notFound
+    }
+
+    /// `path` opened from "/" one name at a time, no link followed.
+    private static func openByNames(_ path: FilePath) -> OwnedDescriptor? {
+        var current = try? OwnedDescriptor.openFolder([UInt8(ascii: "/")], follow: false)
+        for name in path.bytes.split(separator: UInt8(ascii: "/")) {
+            current = current.flatMap { try? OwnedDescriptor.openFolder(Array(name), relativeTo: $0, follow: false) }
+        }
+        return current
     }
 
     /// Breadth-first from the old parent outwards, never following symlinks
@@ -89,12 +103,16 @@ struct FolderLocator {
                 guard seen.insert(folder).inserted else { continue }
                 visited += 1
                 if visited > searchLimit { return nil }
-                guard let fd = try? OwnedDescriptor.openPath(folder, follow: false),
+                // Beyond PATH_MAX a path opens only one name at a time (and is
+                // listed through its descriptor): found there, it is too deep to grant.
+                let named = folder.bytes.count < PathLimit.bytes
+                guard let fd = named ? try? OwnedDescriptor.openPath(folder, follow: false) : Self.openByNames(folder),
                       let st = try? fd.status(), (st.st_mode & S_IFMT) == S_IFDIR, MountFacts.of(fd)?.mountID == mount else { continue }
                 if let candidate = try? FolderIdentity.of(fd, path: folder), candidate.isSameFolder(as: identity) {
-                    return .found(fd, folder, .boundedSearch(visited: visited))
+                    return named ? .found(fd, folder, .boundedSearch(visited: visited)) : .tooLong(.boundedSearch(visited: visited))
                 }
-                for entry in (try? directoryEntries(folder)) ?? [] where entry.isDirectory {
+                let listed = named ? folder : FilePath("/proc/self/fd/\(fd.rawValue)")
+                for entry in (try? directoryEntries(listed)) ?? [] where entry.isDirectory {
                     queue.append(FilePath(bytes: folder.bytes + (folder.bytes == [UInt8(ascii: "/")] ? [] : [UInt8(ascii: "/")]) + entry.rawName))
                 }
             }

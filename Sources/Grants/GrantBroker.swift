@@ -181,8 +181,13 @@ public final class GrantBroker {
     /// invalid ("the pick did not complete") and gives no access. If
     /// `deliver` throws, the grant is deleted and the error rethrown.
     public func grant(app: AppID, opened folder: OwnedDescriptor, access: GrantAccess, deliver: ([UInt8]) throws -> Void) throws -> Issued {
-        guard let st = try? folder.status(), st.st_mode & S_IFMT == S_IFDIR, let path = folder.currentPath else {
+        guard let st = try? folder.status(), st.st_mode & S_IFMT == S_IFDIR else {
             throw GrantError.notADirectory(folder.currentPath.map { "\($0)" } ?? "the chosen folder")
+        }
+        let path: FilePath
+        do { path = FilePath(bytes: try FilePath.kernelPath(ofDescriptor: folder.rawValue)) } catch {
+            // Walked to one name at a time, a folder can lie deeper than the kernel can name.
+            throw error == .fileNameTooLong ? GrantError.pathTooLong("the chosen folder") : GrantError.notADirectory("the chosen folder")
         }
         try checkNotProtected(folder, path: path)
         let identity = try FolderIdentity.of(folder, path: path)
@@ -249,7 +254,8 @@ public final class GrantBroker {
         let fd: OwnedDescriptor
         do { fd = try .openFolder(FilePath(path), follow: true) } catch {
             throw error == .noSuchFileOrDirectory ? .folderNotFound(path)
-                : error == .notDirectory ? .notADirectory(path) : .stateDirectory(step: "opening \(path)", errno: error)
+                : error == .notDirectory ? .notADirectory(path) : error == .fileNameTooLong ? .pathTooLong(path)
+                : .stateDirectory(step: "opening \(path)", errno: error)
         }
         let resolved = fd.currentPath ?? FilePath(path)
         try checkNotProtected(fd, path: resolved)
@@ -369,6 +375,9 @@ public final class GrantBroker {
                 // Moved again meanwhile, or out of this process's view: as if not found.
             case .gone:
                 gone = true
+            case .tooLong(let method):
+                return stale(.inaccessible, "\(bookmark.path) moved where it cannot be reached: the folder is still there (found by \(method)), but "
+                    + "\(PathLimit.exceeded). Move it up, then try again. Nothing was granted.")
             case .notFound:
                 break
             }

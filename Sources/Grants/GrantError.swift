@@ -1,3 +1,4 @@
+import SystemKit
 import SystemPackage
 
 /// Why the broker could not grant, list, revoke or write: what went wrong
@@ -5,6 +6,9 @@ import SystemPackage
 public enum GrantError: Error, Equatable, CustomStringConvertible, Sendable {
     case folderNotFound(String)
     case notADirectory(String)
+    /// The folder's path is longer than PATH_MAX: it can be walked to, but
+    /// not named, so it cannot be granted (see `PathLimit`).
+    case pathTooLong(String)
     /// The folder holds, or lies inside, sandboxed-run's own state or containers.
     case protectedFolder(folder: String, protected: String)
     /// The folders above the folder could not be walked (it may not be
@@ -37,6 +41,8 @@ public enum GrantError: Error, Equatable, CustomStringConvertible, Sendable {
             "no folder at \(path): check the path, or pick it again"
         case .notADirectory(let path):
             "\(path) is not a folder: grants are for folders"
+        case .pathTooLong(let path):
+            "cannot grant \(path): \(PathLimit.exceeded). Pick a folder with a shorter path."
         case .protectedFolder(let folder, let protected):
             "cannot grant \(folder): it would expose sandboxed-run's own \(protected) (keys, ledger or other apps' containers). Pick a folder that neither holds nor lies inside it."
         case .unprovenFolder(let folder, let protected, let errno):

@@ -21,6 +21,8 @@ public enum SandboxError: Error, Equatable, CustomStringConvertible, Sendable {
     case explainUnsupported
     /// The working directory asked for is not a folder the sandbox can reach (exit 125).
     case workingDirectoryUnreachable(FilePath)
+    /// The working directory asked for lies deeper than PATH_MAX (exit 125).
+    case workingDirectoryTooLong(FilePath)
     /// The denials log (its path, when known) cannot be used, and why (exit 125).
     case denialLog(FilePath?, String)
     /// The private view could not be built here, and why (exit 125). A
@@ -33,6 +35,7 @@ public enum SandboxError: Error, Equatable, CustomStringConvertible, Sendable {
     public var exitCode: Int32 {
         switch self {
         case .usage, .policy, .protectionUnavailable, .setup, .descriptorNotOpen, .explainUnsupported, .workingDirectoryUnreachable, .denialLog,
+             .workingDirectoryTooLong,
              .viewUnavailable, .revocationFailed: 125
         case .cannotExecute: 126
         case .notFound: 127
@@ -67,6 +70,8 @@ public enum SandboxError: Error, Equatable, CustomStringConvertible, Sendable {
             "a grant was revoked while the command ran and could not be taken away from it (\(reason)): the sandbox was ended"
         case .explainUnsupported:
             "explaining denials needs seccomp user notification (Linux 5.0 or later), which this kernel lacks"
+        case .workingDirectoryTooLong(let path):
+            "the working directory \(PathLimit.shown(path.bytes)): \(PathLimit.exceeded). Use a folder with a shorter path."
         case .workingDirectoryUnreachable(let path):
             "\(Printable.path(path)): not a folder the sandbox can reach; use its container, a granted folder or one of the policy's system paths"
         case .descriptorNotOpen(let fd):

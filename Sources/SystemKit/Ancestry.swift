@@ -179,6 +179,7 @@ public enum Ancestry {
     ) throws(Errno) -> OwnedDescriptor {
         var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
         let length = readlink("/proc/self/fd/\(file.rawValue)", &buffer, Int(PATH_MAX))
+        if length < 0, errno == ENAMETOOLONG { throw .fileNameTooLong }  // deeper than PATH_MAX: said as such
         let slash = CChar(UInt8(ascii: "/"))
         guard length > 1, length < Int(PATH_MAX), buffer[0] == slash else { throw .noSuchFileOrDirectory }
         var name = Array(buffer[0..<length])

@@ -39,14 +39,47 @@ extension FilePath {
     /// an absolute path, or nil when there is none or the file was deleted
     /// (then "NAME (deleted)" names nothing, or a link someone planted).
     package static func kernelName(_ link: [UInt8]) -> [UInt8]? {
+        try? kernelPath(link)
+    }
+
+    /// The same, saying why there is none: `.fileNameTooLong` when the path
+    /// is longer than PATH_MAX (a folder walked to one name at a time can
+    /// be: see `PathLimit`), `.noSuchFileOrDirectory` otherwise.
+    public static func kernelPath(ofDescriptor fd: CInt) throws(Errno) -> [UInt8] {
+        try kernelPath(Array("/proc/self/fd/".utf8) + Array(String(fd).utf8))
+    }
+
+    private static func kernelPath(_ link: [UInt8]) throws(Errno) -> [UInt8] {
         var buffer = [UInt8](repeating: 0, count: Int(PATH_MAX) + 1)
-        let length = buffer.withUnsafeMutableBytes { target in
-            (link + [0]).withUnsafeBytes { readlink($0.baseAddress!.assumingMemoryBound(to: CChar.self), target.baseAddress!.assumingMemoryBound(to: CChar.self), Int(PATH_MAX)) }
+        let (length, code) = buffer.withUnsafeMutableBytes { target in
+            (link + [0]).withUnsafeBytes {
+                (readlink($0.baseAddress!.assumingMemoryBound(to: CChar.self), target.baseAddress!.assumingMemoryBound(to: CChar.self), Int(PATH_MAX)), errno)
+            }
         }
-        guard length > 0, buffer[0] == UInt8(ascii: "/") else { return nil }
+        if length < 0, code == ENAMETOOLONG { throw .fileNameTooLong }
+        guard length > 0, buffer[0] == UInt8(ascii: "/") else { throw .noSuchFileOrDirectory }
         let path = Array(buffer[0..<length])
-        if path.count > 10, path.suffix(10).elementsEqual(" (deleted)".utf8) { return nil }
+        if path.count > 10, path.suffix(10).elementsEqual(" (deleted)".utf8) { throw .noSuchFileOrDirectory }
         return path
+    }
+}
+
+/// The kernel's limit on a path. A folder deeper than it can still be
+/// reached one name at a time (as `SafeWalk` does), but the kernel cannot
+/// name it (`/proc/self/fd/N`, getcwd) and no program can open it by its
+/// path: it cannot be granted, recorded or handed on as a path.
+public enum PathLimit {
+    /// PATH_MAX, its final NUL included.
+    public static let bytes = Int(PATH_MAX)
+
+    /// What every command says about such a folder (then what to do).
+    public static let exceeded = "its path is longer than the kernel's limit of \(bytes) bytes (PATH_MAX; ENAMETOOLONG, "
+        + "File name too long): no program can open it by its path"
+
+    /// A path too long to read in a message: its start and end, and its length.
+    public static func shown(_ path: [UInt8]) -> String {
+        guard path.count > 160 else { return Printable.path(bytes: path) }
+        return Printable.path(bytes: Array(path.prefix(100))) + "…" + Printable.path(bytes: Array(path.suffix(40))) + " (\(path.count) bytes)"
     }
 }
 

@@ -155,7 +155,7 @@ struct Resolve: ParsableCommand {
         abstract: "Resolve a bookmark: fresh, moved, replaced, missing, revoked, wrong-app, invalid, covered or inaccessible.",
         discussion: """
             Exit codes: 0 fresh, 10 moved (stale), 11 replaced, 12 missing, 13 revoked, 14 wrong-app, 15 invalid, \
-            16 covered (a mount hides the folder), 17 inaccessible (a folder on the path may not be searched), 125 usage. \
+            16 covered (a mount hides the folder), 17 inaccessible (a folder on the path may not be searched, or the folder lies beyond PATH_MAX), 125 usage. \
             --follow rewrites only a stale bookmark (moved, or sealed with an older key) whose folder may be granted where it is now.
             """
     )

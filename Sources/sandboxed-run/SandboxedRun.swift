@@ -175,7 +175,7 @@ enum Hints {
         case .descriptorNotOpen(let fd): "--keep-fd \(fd): that descriptor is not open"
         case .protectionUnavailable: error.description + " Run `sandboxed-run doctor` for details, or pass --best-effort to run with less protection."
         case .explainUnsupported: "--explain and --denials: " + error.description
-        case .workingDirectoryUnreachable: "--chdir " + error.description
+        case .workingDirectoryUnreachable, .workingDirectoryTooLong: "--chdir " + error.description
         case .denialLog(let path, let problem): "--denials" + (path.map { " " + Printable.path($0) } ?? "") + ": " + problem
         case .viewUnavailable: error.description + ". Pass --view host to run in the host view (every host path visible to stat, "
             + "read-only where the rules allow), or --best-effort to fall back to it whenever the private view cannot be built"

@@ -210,6 +210,51 @@ extension ExplainSuite {
         #expect(linked["layer"] as? String == "Landlock")
     }
 
+    /// Landlock refuses a symbolic link where writing is allowed (the make-symlink
+    /// right needs `files.symbolic-links`): said with the key and the built-in
+    /// policy that has it, counted as a link, in both views. A link moved or
+    /// hard-linked within the folder is refused alike.
+    @Test(arguments: ["host", "private"]) func aRefusedSymbolicLinkNamesTheKeyAndThePolicyThatAllowsIt(view: String) throws {
+        #expect(try CLI.run(["pick", "--app", "com.example.memo", "--select", vault, "-o", bookmark], home: home).status == 0)
+        try FileManager.default.createSymbolicLink(atPath: vault + "/old", withDestinationPath: "target")
+        let log = home.path + "/denials.jsonl"
+        let script = """
+            cd "$SANDBOX_GRANT_VAULT" || exit 9
+            ln -s a made; mv old moved; ln old linked; ln -s a /tmp/t; exit 1
+            """
+        let result = try run(script, ["--explain", "--denials", log, "--grant", "VAULT=\(bookmark)", "--view", view])
+        #expect(result.status == 1)
+        let why = "makes a symbolic link in grant VAULT, and policy builtin:writer allows none in its folders: "
+            + "org.sandboxed-run.files.symbolic-links allows them (the built-in policy developer has it: --policy developer) [Landlock, "
+        #expect(result.stderr.contains("sandboxed-run: link denied: \(vault)/made: \(why)symlink"), "\(result.stderr)")
+        #expect(result.stderr.contains("sandboxed-run: rename denied: \(vault)/old -> \(vault)/moved: \(why)rename"), "\(result.stderr)")
+        #expect(result.stderr.contains("sandboxed-run: link denied: \(vault)/old -> \(vault)/linked: \(why)link"), "\(result.stderr)")
+        // The private /tmp is the sandbox's own, with a grant's rights; in the host view /tmp is outside every grant.
+        let temporary = view == "private" ? "link denied: /tmp/t: makes a symbolic link in the sandbox's own /tmp, and policy builtin:writer"
+            : "write denied: /tmp/t: outside every grant"
+        #expect(result.stderr.contains("sandboxed-run: \(temporary)"), "\(result.stderr)")
+        let records = try String(contentsOfFile: log, encoding: .utf8).split(separator: "\n")
+            .map { try JSONSerialization.jsonObject(with: Data($0.utf8)) as! [String: Any] }
+        let end = try #require(records.last)
+        #expect(end["links"] as? Int == (view == "private" ? 3 : 2), "\(records)")
+        #expect(end["renames"] as? Int == 1, "\(records)")
+        let made = try #require(records.first { ($0["path"] as? String) == vault + "/made" })
+        #expect(made["operation"] as? String == "link")
+        #expect(made["errno"] as? Int == Int(EACCES))
+        #expect(made["layer"] as? String == "Landlock")
+        // What the kernel did: nothing made or moved.
+        #expect((try? FileManager.default.destinationOfSymbolicLink(atPath: vault + "/made")) == nil)
+        #expect((try? FileManager.default.destinationOfSymbolicLink(atPath: vault + "/old")) == "target")
+        // The policy the line names allows them: nothing refused, nothing said.
+        let allowed = try run(
+            "cd \"$SANDBOX_GRANT_VAULT\" && ln -s a made && mv old moved && ln moved linked",
+            ["--explain", "--grant", "VAULT=\(bookmark)", "--view", view, "--policy", "developer"])
+        #expect(allowed.status == 0, "\(allowed.stderr)")
+        #expect(!allowed.stderr.contains("denied"), "\(allowed.stderr)")
+        #expect((try? FileManager.default.destinationOfSymbolicLink(atPath: vault + "/made")) == "a")
+        #expect((try? FileManager.default.destinationOfSymbolicLink(atPath: vault + "/linked")) == "target")
+    }
+
     @Test func anUnknownOptionBeforeTheCommandIsAUsageError() throws {
         for options in [["--explian"], ["--denials-limits", "1M"], ["--report", "stray"]] {
             let result = try run("echo ran", options)

@@ -161,7 +161,10 @@ public final class ConfinementPlan: @unchecked Sendable {
         // The working directory is opened and checked once, and the child
         // changes into that very folder (fchdir), so a rename cannot redirect it.
         if let requested = request.workingDirectory {
-            let folder = try Self.openVerified(requested)
+            let folder: OwnedDescriptor
+            do { folder = try .openPath(FilePath(requested), follow: true) } catch {
+                throw error == .fileNameTooLong ? .workingDirectoryTooLong(FilePath(requested)) : .setup(step: "opening \(requested)", errno: error)
+            }
             let reachable: Bool
             do { reachable = try Ancestry.isBeneath(folder, anyOf: readableRoots) } catch {
                 throw .setup(step: "checking the working directory \(requested)", errno: error)

@@ -5,7 +5,9 @@ import SystemPackage
 public struct Denial: Sendable, Hashable {
     public enum Operation: String, Sendable {
         case read, write, execute, metadata, syscall, network
-        /// A rename or hard link into another folder (Landlock's reparenting rule).
+        /// A rename or hard link into another folder (Landlock's reparenting
+        /// rule), or a symbolic link made, moved or linked where the policy
+        /// allows none (`link` for symlink and link, `rename` for a rename).
         case rename, link
     }
 

@@ -19,6 +19,8 @@ final class DenialObserver {
         let rule: PathRule
         let identity: InodeIdentity
         let isDirectory: Bool
+        /// What the command's layer allows beneath it, as the ruleset (or the keeper) was given it.
+        let rights: Landlock.FileAccess
     }
 
     /// The rules of the command's layer, then those the keeper added in the
@@ -41,7 +43,9 @@ final class DenialObserver {
 
     init(rules: [PathRule], policy: Policy, containerRoot: String, reporter: DenialReporter, reparenting: ReparentingLayers?) {
         ruleRoots = rules.compactMap { rule in
-            (try? rule.descriptor.status()).map { Root(rule: rule, identity: $0.inodeIdentity, isDirectory: $0.isDirectory) }
+            (try? rule.descriptor.status()).map {
+                Root(rule: rule, identity: $0.inodeIdentity, isDirectory: $0.isDirectory, rights: policy.landlockAccess(for: rule))
+            }
         }
         roots = ruleRoots
         rulesByInode = Dictionary(grouping: ruleRoots, by: \.identity)
@@ -72,7 +76,10 @@ final class DenialObserver {
             let start = CommandPaths.Start.path(base: nil, Array(mount.utf8CString), follow: false)
             guard let found = try? paths.resolve(start, caller: 0), found.status.isDirectory else { continue }
             let rule = PathRule(origin: .namespace, path: FilePath(mount), descriptor: found.target, access: mount == "/proc" ? .readOnly : .readWrite)
-            roots.append(Root(rule: rule, identity: found.status.inodeIdentity, isDirectory: true))
+            // The keeper gives the private /tmp a grant's rights (it holds binds of
+            // grants): no links or executables there unless the policy allows them.
+            let rights = mount == "/tmp" ? ConfinementPlan.temporaryRights(policy: policy, refer: true) : policy.landlockAccess(for: rule)
+            roots.append(Root(rule: rule, identity: found.status.inodeIdentity, isDirectory: true, rights: rights))
         }
         rulesByInode = Dictionary(grouping: roots, by: \.identity)
     }
@@ -179,7 +186,9 @@ final class DenialObserver {
             if case .open(let index) = argument.effect {
                 flags = index < 0 ? O_CREAT | O_WRONLY | O_TRUNC : Int32(truncatingIfNeeded: args[index])
             }
-            guard let denial = predict(raw, directory: directory, caller: caller, effect: argument.effect, openFlags: flags, syscall: name, powers: powers) else { continue }
+            let link: Denial.Operation? = Self.linkMakers.contains(name) ? .link : nil
+            guard let denial = predict(
+                raw, directory: directory, caller: caller, effect: argument.effect, openFlags: flags, syscall: name, link: link, powers: powers) else { continue }
             reporter.record(Self.openProbe(raw, flags: flags).map { denial.probe($0) } ?? denial)
         }
         // Nothing to decide: the kernel goes on whatever we found.
@@ -187,11 +196,16 @@ final class DenialObserver {
         return response
     }
 
+    /// The calls that make a symbolic link at their path.
+    static let linkMakers: Set<String> = ["symlink", "symlinkat"]
+
     /// The denial Landlock will make, or nil when a rule allows it (or the
     /// call fails before Landlock is asked: a path that does not resolve, a
-    /// name made that exists, one removed that does not).
+    /// name made that exists, one removed that does not). `link`: the call
+    /// puts a symbolic link at the path, reported as this operation.
     func predict(
-        _ raw: [CChar], directory: Int32?, caller: pid_t, effect: Effect, openFlags: Int32 = 0, syscall: String, powers: CallerPowers
+        _ raw: [CChar], directory: Int32?, caller: pid_t, effect: Effect, openFlags: Int32 = 0, syscall: String,
+        link: Denial.Operation? = nil, powers: CallerPowers
     ) -> Denial? {
         guard let start = try? powers.withOurs({ () throws(Errno) -> CommandPaths.Start in
             try paths.start(path: raw, directory: directory, emptyPath: false, follow: true, caller: caller)
@@ -204,7 +218,8 @@ final class DenialObserver {
             default: .write
             }
             do throws(Errno) {
-                return try predictLandlock(start, shown: shown, caller: caller, effect: effect, openFlags: openFlags, syscall: syscall, operation: &operation)
+                return try predictLandlock(
+                    start, shown: shown, caller: caller, effect: effect, openFlags: openFlags, syscall: syscall, link: link, operation: &operation)
             } catch .noSuchFileOrDirectory where !viewDevices.isEmpty {
                 // Not found: refused by the view when the walk ended in one of its own folders.
                 guard outsideView(start, caller: caller) else { return nil }
@@ -244,7 +259,7 @@ final class DenialObserver {
     /// The Landlock part of `predict`; ENOENT escapes to it.
     private func predictLandlock(
         _ start: CommandPaths.Start, shown: [UInt8], caller: pid_t, effect: Effect, openFlags: Int32, syscall: String,
-        operation: inout Denial.Operation
+        link: Denial.Operation?, operation: inout Denial.Operation
     ) throws(Errno) -> Denial? {
         let chain: [InodeIdentity]
         /// The folder a name is made in or removed from; `exists`: whether the name must be there for Landlock to be asked.
@@ -300,10 +315,15 @@ final class DenialObserver {
         let allowed: Bool = switch operation {
         case .read: !covering.isEmpty
         case .write: covering.contains { $0.rule.access == .readWrite }
-        case .execute: covering.contains { policy.landlockAccess(for: $0.rule).contains(.execute) }
+        case .execute: covering.contains { $0.rights.contains(.execute) }
         default: true
         }
-        guard !allowed else { return nil }
+        guard !allowed else {
+            // Writing is not enough for a link: Landlock's make-symlink right
+            // is left out of writable folders unless the policy has the key.
+            guard let link, !rights(covering).contains(.makeSym) else { return nil }
+            return Denial(operation: link, layer: .landlock, syscall: syscall, path: shown, reason: linkReason(covering), errno: EACCES)
+        }
         return Denial(
             operation: operation, layer: .landlock, syscall: syscall, path: shown,
             reason: reason(operation: operation, covering: covering.first?.rule, path: shown), errno: EACCES)
@@ -351,18 +371,40 @@ final class DenialObserver {
             refused = true
         }
         let made: Effect = exchange ? .remove : renames ? .replace : .create
-        if let denial = predict(new, directory: newDirectory, caller: caller, effect: made, syscall: name, powers: powers) {
-            reporter.record(denial)
+        // Moving or hard-linking a symbolic link makes one where it lands (Landlock asks for MAKE_SYM there).
+        let follows = !renames && flags & 0x400 != 0  // AT_SYMLINK_FOLLOW
+        let movedLink = exchange || follows || old.count <= 1 ? nil : shownLink(old, directory: oldDirectory, caller: caller, powers: powers)
+        let link: Denial.Operation? = movedLink == nil ? nil : renames ? .rename : .link
+        if let denial = predict(new, directory: newDirectory, caller: caller, effect: made, syscall: name, link: link, powers: powers) {
+            // A link refused where it lands: said as "old -> new", as the reparenting rule's are.
+            let moved = link != nil && denial.operation == link && denial.layer == .landlock && denial.destination == nil
+            reporter.record(!moved ? denial : Denial(
+                operation: denial.operation, layer: denial.layer, syscall: denial.syscall, path: movedLink, reason: denial.reason,
+                errno: denial.errno, destination: denial.path))
             refused = true
         }
         guard !refused else { return }
         let move = Move(
             syscall: name, renames: renames, exchange: exchange, keepsDestination: !renames || flags & 1 != 0,  // RENAME_NOREPLACE
-            follow: !renames && flags & 0x400 != 0,  // AT_SYMLINK_FOLLOW
+            follow: follows,
             emptyPath: !renames && flags & UInt32(CSB_AT_EMPTY_PATH) != 0 && old.count <= 1)
         if let denial = predictReparenting(move, old: old, oldDirectory: oldDirectory, new: new, newDirectory: newDirectory, caller: caller, powers: powers) {
             reporter.record(denial)
         }
+    }
+
+    /// `raw` as shown, when it names a symbolic link itself (its last name not followed); nil otherwise.
+    private func shownLink(_ raw: [CChar], directory: Int32?, caller: pid_t, powers: CallerPowers) -> [UInt8]? {
+        guard let start = try? powers.withOurs({ () throws(Errno) -> CommandPaths.Start in
+            try paths.start(path: raw, directory: directory, emptyPath: false, follow: false, caller: caller)
+        }) else { return nil }
+        let found = try? powers.asChild { () throws(Errno) -> [UInt8]? in
+            guard let parent = try paths.parent(start, caller: caller) else { return nil }
+            var status = stat()
+            guard fstatat(parent.folder.rawValue, parent.name, &status, AT_SYMLINK_NOFOLLOW) == 0, status.st_mode & S_IFMT == S_IFLNK else { return nil }
+            return paths.shown(start)
+        }
+        return found ?? nil
     }
 
     struct Move {
@@ -482,7 +524,7 @@ final class DenialObserver {
     /// What the command's layer grants under `rules`.
     private func rights(_ rules: [Root]) -> Landlock.FileAccess {
         rules.reduce(into: []) { union, root in
-            var granted = policy.landlockAccess(for: root.rule)
+            var granted = root.rights
             if !root.isDirectory { granted.formIntersection(.fileOnly) }
             union.formUnion(granted)
         }
@@ -511,6 +553,18 @@ final class DenialObserver {
         return "the socket glibc opens to ask the nscd cache about users, groups and hosts (others may open one alike); "
             + "without it, glibc reads /etc/passwd and the like itself"
     }
+
+    /// Why a symbolic link may not be put in a writable folder, and the key (and built-in policy) that allows it.
+    private func linkReason(_ covering: [Root]) -> String {
+        let names = Self.builtinsWithLinks
+        let builtins = names.isEmpty ? "" : names.count == 1 ? " (the built-in policy \(names[0]) has it: --policy \(names[0]))"
+            : " (the built-in policies \(names.joined(separator: ", ")) have it)"
+        return "makes a symbolic link in \(place(covering)), and policy \(policyName) allows none in its folders: "
+            + "\(Policy.symbolicLinksKey) allows them" + builtins
+    }
+
+    /// The shipped policies that allow links, read from them: named to the user as the way out.
+    static let builtinsWithLinks = Policy.builtinNames.filter { Policy.builtin(named: $0)?.symbolicLinks == true }
 
     /// The advice, in the vocabulary of grants and policy keys.
     func reason(operation: Denial.Operation, covering rule: PathRule?, path: [UInt8]) -> String {

@@ -154,7 +154,6 @@ public enum DenialLog {
     /// log, or have the launcher append to a file of its choosing), and when
     /// someone else could have written it. Only a regular file with one name.
     public static func open(_ path: FilePath, trust: LinkTrust) throws(SandboxError) -> OwnedDescriptor {
-        let shown = Printable.path(bytes: path.bytes)
         let notRegular = SandboxError.denialLog(path, "not a regular file (a FIFO, device or folder); name a new or regular file")
         guard path.isAbsolute, let leaf = path.lastComponent, leaf.kind == .regular else {
             throw .denialLog(path, "name a file by its absolute path")
@@ -195,6 +194,7 @@ public enum DenialLog {
     static func check(_ log: OwnedDescriptor, against roots: [PathRule]) throws(SandboxError) {
         let chain: [InodeIdentity]
         do { chain = try Ancestry.chain(of: log) } catch {
+            if error == .fileNameTooLong { throw .denialLog(nil, PathLimit.exceeded + "; put it in a folder with a shorter path") }
             throw .setup(step: "checking where the denials log lies", errno: error)
         }
         for root in roots {

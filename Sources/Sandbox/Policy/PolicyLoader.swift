@@ -7,6 +7,8 @@ extension Policy {
     static let ownPrefix = "org.sandboxed-run."
     /// The key of `executeFiles`, which `--explain` names.
     public static let executeFilesKey = "org.sandboxed-run.files.execute"
+    /// The key of `symbolicLinks`, which `--explain` names.
+    public static let symbolicLinksKey = "org.sandboxed-run.files.symbolic-links"
     public static let bookmarksAppScopeKey = "com.apple.security.files.bookmarks.app-scope"
 
     /// The shipped policies' names, as `--policy` takes them (the tests
@@ -205,7 +207,7 @@ extension Policy {
         bookmarksAppScope = try bool(Policy.bookmarksAppScopeKey) ?? false
         networkClient = try bool("com.apple.security.network.client") ?? false
         networkServer = try bool("com.apple.security.network.server") ?? false
-        symbolicLinks = try bool("org.sandboxed-run.files.symbolic-links") ?? false
+        symbolicLinks = try bool(Policy.symbolicLinksKey) ?? false
         executeFiles = try bool(Policy.executeFilesKey) ?? false
         tcpConnectPorts = try ports("org.sandboxed-run.network.tcp-connect-ports")
         tcpBindPorts = try ports("org.sandboxed-run.network.tcp-bind-ports")
@@ -265,7 +267,7 @@ extension Policy {
             "com.apple.security.network.client", "com.apple.security.network.server",
             "org.sandboxed-run.network.tcp-connect-ports", "org.sandboxed-run.network.tcp-bind-ports",
             "org.sandboxed-run.system-paths.read-execute", "org.sandboxed-run.system-paths.read-only",
-            "org.sandboxed-run.system-paths.read-write", syscallsKey, limitsKey, "org.sandboxed-run.files.symbolic-links",
+            "org.sandboxed-run.system-paths.read-write", syscallsKey, limitsKey, Policy.symbolicLinksKey,
             Policy.executeFilesKey, Policy.bookmarksAppScopeKey,
         ]
         for key in raw.keys.sorted() where !known.contains(key) {
