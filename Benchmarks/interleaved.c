@@ -8,7 +8,9 @@
 // second moved by 3 to 12%.
 //   interleaved ROUNDS WARMUP 'command args...' ...
 // A command is split at spaces; a word in single quotes keeps its spaces
-// ('sh -c 'find . | sha256sum'': three words), no other quoting. stdio go to /dev/null. Prints,
+// ('sh -c 'find . | sha256sum'': three words), no other quoting. Leading
+// NAME=value words are added to that command's environment (as env(1) would,
+// without a process of its own in the measurement). stdio go to /dev/null. Prints,
 // per command: median, 25th and 75th percentile in ms, then the command.
 // A command that fails once fails the whole run (exit 1).
 #define _GNU_SOURCE
@@ -47,10 +49,10 @@ static uint64_t next_random(void) {
     return state;
 }
 
-static double run_once(char *const argv[], posix_spawn_file_actions_t *actions) {
+static double run_once(char *const argv[], char *const envp[], posix_spawn_file_actions_t *actions) {
     pid_t pid;
     double start = now_ms();
-    int error = posix_spawn(&pid, argv[0], actions, NULL, argv, environ);
+    int error = posix_spawn(&pid, argv[0], actions, NULL, argv, envp);
     if (error != 0) {
         fprintf(stderr, "interleaved: cannot start %s: %s\n", argv[0], strerror(error));
         exit(1);
@@ -75,6 +77,7 @@ int main(int argc, char **argv) {
     int rounds = atoi(argv[1]), warmup = atoi(argv[2]), count = argc - 3;
     if (rounds < 1 || warmup < 0) { fprintf(stderr, "interleaved: ROUNDS >= 1, WARMUP >= 0\n"); return 2; }
     static char *args[MAX_COMMANDS][MAX_ARGS + 1];
+    char **argvs[MAX_COMMANDS], **envs[MAX_COMMANDS];
     for (int c = 0; c < count; c++) {
         int n = 0;
         for (char *p = argv[3 + c]; *p != '\0';) {
@@ -86,8 +89,18 @@ int main(int argc, char **argv) {
             if (quote != ' ' && *p != quote) { fprintf(stderr, "interleaved: unmatched quote in command %d\n", c + 1); return 2; }
             if (*p != '\0') *p++ = '\0';
         }
-        if (n == 0) { fprintf(stderr, "interleaved: empty command\n"); return 2; }
         args[c][n] = NULL;
+        // NAME=value words first: that command's environment, the inherited one after them.
+        int assignments = 0;
+        while (assignments < n && strchr(args[c][assignments], '=') != NULL && args[c][assignments][0] != '/') assignments++;
+        if (assignments == n) { fprintf(stderr, "interleaved: empty command\n"); return 2; }
+        size_t inherited = 0;
+        while (environ[inherited] != NULL) inherited++;
+        envs[c] = calloc((size_t)assignments + inherited + 1, sizeof(char *));
+        if (envs[c] == NULL) { perror("interleaved"); return 1; }
+        for (int i = 0; i < assignments; i++) envs[c][i] = args[c][i];
+        memcpy(envs[c] + assignments, environ, inherited * sizeof(char *));
+        argvs[c] = args[c] + assignments;
     }
     posix_spawn_file_actions_t actions;
     posix_spawn_file_actions_init(&actions);
@@ -106,7 +119,7 @@ int main(int argc, char **argv) {
         }
         for (int i = 0; i < count; i++) {
             int c = order[i];
-            double elapsed = run_once(args[c], &actions);
+            double elapsed = run_once(argvs[c], envs[c], &actions);
             if (round >= 0) times[(size_t)c * rounds + round] = elapsed;
         }
     }

@@ -657,6 +657,9 @@ public final class ConfinedProcess: @unchecked Sendable {
                 do {
                     switch try keeper.next() {
                     case .exited(let value):
+                        // The command ran and every process of it ended; what is left
+                        // is the keeper's own exit (its namespaces' teardown).
+                        LaunchPhases.mark("command exited")
                         status = value
                         // Every process of the command is gone: the mounts we hold in its
                         // view go now, with the view, not one by one when the launcher exits.
@@ -679,6 +682,7 @@ public final class ConfinedProcess: @unchecked Sendable {
             throw .setup(step: "waiting for the command", errno: failure)
         }
         let keeperStatus = keeper.reap()
+        LaunchPhases.mark("keeper reaped")
         relay?.finish()
         if endedForRevocation, let reason = running?.failedRevocation { throw .revocationFailed(reason) }
         guard let status else {
