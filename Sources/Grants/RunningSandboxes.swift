@@ -77,7 +77,10 @@ public struct SandboxRecord: Sendable, Equatable {
         for argument in command { lines.append("arg \(Printable.hex(argument))") }
         if omittedArguments > 0 { lines.append("omitted \(omittedArguments)") }
         lines.append("end")
-        return Array((lines.joined(separator: "\n") + "\n").utf8)
+        // Not `joined(separator:)`: its first use scans every conformance record of the binary, at a launch with a grant.
+        var bytes: [UInt8] = []
+        for line in lines { bytes += Array(line.utf8) + [UInt8(ascii: "\n")] }
+        return bytes
     }
 
     /// Parses a record, strictly: every line known, every field once, in
