@@ -70,7 +70,7 @@ extension LiveGrantsCLITests {
         FileManager.default.createFile(atPath: folder + "/deep/topsecret-after", contents: Data("x".utf8))
         FileManager.default.createFile(atPath: folder + "/deep/er/topsecret-below", contents: Data("x".utf8))
         usleep(500_000)
-        let stderr = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let stderr = String(decoding: try errors.fileHandleForReading.readToEnd() ?? Data(), as: UTF8.self)
         process.waitUntilExit()
         let seen = (try? String(contentsOfFile: box + "/seen", encoding: .utf8)) ?? ""
         #expect(!seen.contains("topsecret"), "the command listed the revoked folder: \(seen)")
