@@ -167,7 +167,8 @@ import Testing
             }
             #expect(samples.count == 10, "\(result)")
             guard let first = samples.first, let last = samples.last else { continue }
-            #expect(last.0 == first.0, "descriptors grew over \(launches) launches: \(samples.map(\.0))")
+            // A leak is per launch (one launch held 68 before); SQLite may open its shared memory once, later.
+            #expect(last.0 - first.0 <= 4, "descriptors grew over \(launches) launches: \(samples.map(\.0))")
             #expect(last.1 - first.1 < 1024, "resident memory grew by \(last.1 - first.1) KiB over \(launches) launches: \(samples.map(\.1))")
         }
     }
