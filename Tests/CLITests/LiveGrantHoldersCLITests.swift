@@ -203,7 +203,7 @@ import Testing
         defer { stop(process) }
         #expect(String(decoding: out.fileHandleForReading.availableData, as: UTF8.self) == "started\n")
         let holders = try cli(["grants", "holders"])
-        #expect(holders.stdout.contains("private view") && holders.stdout.contains("\(folder)  (grant ") && holders.stdout.contains("attached while running"), "\(holders)")
+        #expect(holders.stdout.contains("private view") && holders.stdout.contains("\(folder)  (grant ") && holders.stdout.contains("attached while running; revoking it takes it away)"), "\(holders)")
         let revoked = try cli(["grants", "revoke", "--folder", folder])
         #expect(revoked.status == 0, "\(revoked)")
         #expect(revoked.stdout.contains("cut in 1 running sandbox (private view)"), "\(revoked)")
@@ -212,6 +212,56 @@ import Testing
         #expect(String(decoding: out.fileHandleForReading.availableData, as: UTF8.self) == "cut\n")
         #expect(process.isRunning, "a cut sandbox is not ended")
         #expect(records().count == 0, "its record went with its last grant: \(records())")
+    }
+
+    /// The line `holders` or `revoke` printed for `folder`.
+    func line(of folder: String, in output: String) -> String? {
+        output.split(separator: "\n").map(String.init).first { $0.hasPrefix("      \(folder)  (grant ") }
+    }
+
+    /// Each grant says how it came and what revoking it does, the two
+    /// apart: given at launch and kept (host view: a Landlock rule; private
+    /// view: inside another grant, sharing its mount), given at launch and
+    /// taken away (private view: a mount of its own), attached while running
+    /// (taken away). `revoke` says the same of what it cut.
+    @Test(.enabled(if: getuid() == 0, "the private view with live grants: run as root here (LiveGrantsCLITests covers uid 65534)"))
+    func eachGrantSaysHowItCameAndWhatRevokingItDoes() throws {
+        let kept = try grant("kept")
+        let own = try grant("own")
+        let inner = try grant("own/inner")
+        let picked = home.path + "/picked"
+        try FileManager.default.createDirectory(atPath: picked, withIntermediateDirectories: true)
+        let picker = home.path + "/picker"
+        _ = FileManager.default.createFile(atPath: picker, contents: Data("#!/bin/sh\necho '\(picked)'\n".utf8), attributes: [.posixPermissions: 0o755])
+        let host = try start(grants: ["kept"])
+        defer { stop(host) }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: CLI.binary)
+        process.arguments = ["run", "--app", Self.app, "--view", "private", "--picker", picker, "--grant", "OWN=\(home.path)/own.bookmark",
+                             "--grant", "INNER=\(home.path)/own/inner.bookmark", "--",
+                             "/bin/sh", "-c", "p=$(\"$SANDBOXED_RUN\" open-panel) || exit 9; echo started; "
+                                + "while ls \"$OWN\" >/dev/null 2>&1; do sleep 0.05; done; echo cut; exec sleep 600"]
+        process.environment = home.environment
+        let out = Pipe()
+        process.standardOutput = out
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        defer { stop(process) }
+        #expect(String(decoding: out.fileHandleForReading.availableData, as: UTF8.self) == "started\n")
+
+        let holders = try cli(["grants", "holders"])
+        #expect(holders.status == 0, "\(holders)")
+        #expect(line(of: kept, in: holders.stdout)?.hasSuffix(", given at launch; revoking it leaves it reachable until the sandbox ends)") == true, "\(holders)")
+        #expect(line(of: own, in: holders.stdout)?.hasSuffix(", given at launch; revoking it takes it away)") == true, "\(holders)")
+        #expect(line(of: inner, in: holders.stdout)?.hasSuffix(", given at launch; revoking it leaves it reachable until the sandbox ends)") == true, "\(holders)")
+        #expect(line(of: picked, in: holders.stdout)?.hasSuffix(", attached while running; revoking it takes it away)") == true, "\(holders)")
+
+        let revoked = try cli(["grants", "revoke", "--folder", own])
+        #expect(revoked.status == 0, "\(revoked)")
+        #expect(revoked.stdout.contains("cut in 1 running sandbox (private view)"), "\(revoked)")
+        #expect(line(of: own, in: revoked.stdout)?.hasSuffix(", given at launch; revoking it takes it away)") == true, "\(revoked)")
+        #expect(!revoked.stdout.contains("still held") && !revoked.stdout.contains("attached while running"), "\(revoked)")
+        #expect(String(decoding: out.fileHandleForReading.availableData, as: UTF8.self) == "cut\n", "the command lost it, as said")
     }
 
     // MARK: Stale records
@@ -242,8 +292,8 @@ import Testing
     func plantRecord(pid: pid_t, start: UInt64, grant id: String, mode: Int = 0o600) throws -> String {
         let (boot, pidns, _) = try identity(of: getpid())
         let hex = { (text: String) in text.utf8.map { String(format: "%02x", $0) }.joined() }
-        let text = "sandboxed-run-running 1\nboot \(boot)\npidns \(pidns)\npid \(pid)\nstart \(start)\napp \(hex(Self.app))\nview host\n"
-            + "grant \(id) fixed \(hex("/planted"))\narg \(hex("/bin/sleep"))\nend\n"
+        let text = "sandboxed-run-running 2\nboot \(boot)\npidns \(pidns)\npid \(pid)\nstart \(start)\napp \(hex(Self.app))\nview host\n"
+            + "grant \(id) launch kept-until-end \(hex("/planted"))\narg \(hex("/bin/sleep"))\nend\n"
         try FileManager.default.createDirectory(atPath: running, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         let path = running + "/\(pidns)-\(pid)-\(start)"
         FileManager.default.createFile(atPath: path, contents: Data(text.utf8), attributes: [.posixPermissions: mode])
@@ -318,9 +368,12 @@ import Testing
     @Test func malformedRecordsAreRefusedNamingTheFile() throws {
         let cases: [(String, [UInt8], String)] = [
             ("garbage", Array("hello\n".utf8), "is not a well-formed record of a running sandbox: does not start with"),
-            ("cut short", Array("sandboxed-run-running 1\nboot x\n".utf8), "does not end with an \"end\" line"),
-            ("unknown field", Array("sandboxed-run-running 1\nevil 1\nend\n".utf8), "line 2: unknown"),
-            ("not a number", Array("sandboxed-run-running 1\nboot 8f4dfa16-fac2-4225-a386-2f91452cd6f5\npidns 1\npid -1\nstart 2\napp 61\nview host\nend\n".utf8), "not a number"),
+            ("cut short", Array("sandboxed-run-running 2\nboot x\n".utf8), "does not end with an \"end\" line"),
+            ("unknown field", Array("sandboxed-run-running 2\nevil 1\nend\n".utf8), "line 2: unknown"),
+            // The format before a grant's origin was recorded: said so, with what to do.
+            ("format 1", Array("sandboxed-run-running 1\nend\n".utf8),
+             "was written by an earlier sandboxed-run (record format 1), which this one does not read"),
+            ("not a number", Array("sandboxed-run-running 2\nboot 8f4dfa16-fac2-4225-a386-2f91452cd6f5\npidns 1\npid -1\nstart 2\napp 61\nview host\nend\n".utf8), "not a number"),
             ("huge", [UInt8](repeating: 0x41, count: 10 << 20), "is larger than"),
         ]
         for (label, bytes, expected) in cases {

@@ -15,7 +15,7 @@ import SystemPackage
         let home = Home()
         let session = try SessionTests.session(home)
         let issued = try session.broker().grant(app: memo, folder: try home.folder("Vault"), access: .readWrite)
-        let held = SandboxRecord.Held(grant: issued.id, path: issued.path, kind: .fixed)
+        let held = SandboxRecord.Held(grant: issued.id, path: issued.path, origin: .launch, revocation: .keptUntilEnd)
         // Resolved, then revoked by another process before the record is written.
         #expect(try session.broker().revoke(grant: issued.id.hex) == 1)
         let registration = SandboxRegistration(records: { () throws(GrantError) in try session.runningSandboxes() }, app: memo, view: .host, command: [Array("/bin/true".utf8)])
@@ -25,7 +25,7 @@ import SystemPackage
         // A live grant: recorded, seen as this process's, removed at the end.
         let live = try session.broker().grant(app: memo, folder: try home.folder("Notes"), access: .readOnly)
         let kept = SandboxRegistration(records: { () throws(GrantError) in try session.runningSandboxes() }, app: memo, view: .private, command: [Array("/bin/true".utf8), [0xff, 0x1b]])
-        try kept.begin([SandboxRecord.Held(grant: live.id, path: live.path, kind: .fixed)], broker: session.broker())
+        try kept.begin([SandboxRecord.Held(grant: live.id, path: live.path, origin: .launch, revocation: .keptUntilEnd)], broker: session.broker())
         let survey = try session.runningSandboxes().survey()
         let record = try #require(survey.running.first)
         #expect(survey.running.count == 1 && record.launcher.pid == getpid() && record.view == .private)
@@ -52,7 +52,9 @@ import SystemPackage
         let long = [UInt8](repeating: 0x41, count: 3000)
         let record = SandboxRecord(
             launcher: me, app: "com.example.memo", view: .host,
-            grants: [.init(grant: id, path: FilePath(bytes: [0x2f, 0xff, 0x0a, 0x1b]), kind: .detachable)],
+            grants: [.init(grant: id, path: FilePath(bytes: [0x2f, 0xff, 0x0a, 0x1b]), origin: .attached, revocation: .takenAway),
+                     .init(grant: id, path: FilePath("/launch/own-mount"), origin: .launch, revocation: .takenAway),
+                     .init(grant: id, path: FilePath("/launch/rule"), origin: .launch, revocation: .keptUntilEnd)],
             command: [long, [0x0a], long, long])
         #expect(record.command.count == 2 && record.omittedArguments == 2, "the command line is capped at \(SandboxRecord.commandLimit) bytes")
         let bytes = record.encoded()
@@ -61,5 +63,16 @@ import SystemPackage
         for cut in [bytes.count - 1, bytes.count - 5, bytes.count / 2, 10, 0] {
             guard case .failure = SandboxRecord.decode(Array(bytes.prefix(cut))) else { Issue.record("a record cut at \(cut) was read"); continue }
         }
+        let text = String(decoding: bytes, as: UTF8.self)
+        #expect(text.hasPrefix("sandboxed-run-running 2\n"), "\(text)")
+        #expect(text.contains("grant \(id.hex) launch taken-away "), "\(text)")
+        // Nothing a launcher writes: an attached grant is always taken away.
+        let impossible = text.replacingOccurrences(of: "attached taken-away", with: "attached kept-until-end")
+        guard case .failure(let refused) = SandboxRecord.decode(Array(impossible.utf8)) else { Issue.record("an attached grant kept until the end was read"); return }
+        #expect(refused.problem.contains("not a grant"), "\(refused.problem)")
+        // The format before the origin was recorded: refused as such, not misread.
+        let older = text.replacingOccurrences(of: "sandboxed-run-running 2", with: "sandboxed-run-running 1")
+        guard case .failure(let old) = SandboxRecord.decode(Array(older.utf8)) else { Issue.record("a format 1 record was read"); return }
+        #expect(old.olderFormat, "\(old.problem)")
     }
 }
