@@ -31,6 +31,9 @@ public struct SandboxRecord: Sendable, Equatable {
         case launch
         /// Attached in the grant area while the sandbox runs (an open panel, `start-accessing`).
         case attached
+        /// Read from a format 1 record (an earlier sandboxed-run's), whose
+        /// "detachable" was either. Never written.
+        case unrecorded
     }
 
     /// What a revocation does to a running sandbox that holds the grant.
@@ -85,6 +88,17 @@ public struct SandboxRecord: Sendable, Equatable {
     static let magic = "sandboxed-run-running 2"
     static let olderMagic = "sandboxed-run-running 1"
 
+    /// A grant line's words after the id, as format 1 wrote them: "fixed"
+    /// was only ever a launch-time grant kept until the end; "detachable"
+    /// was taken away, but attached or given at launch alike.
+    static func olderKind(_ word: String) -> (Origin, Revocation)? {
+        switch word {
+        case "fixed": (.launch, .keptUntilEnd)
+        case "detachable": (.unrecorded, .takenAway)
+        default: nil
+        }
+    }
+
     /// One line per field, bytes in hex: no value can break a line or be
     /// read as another field.
     func encoded() -> [UInt8] {
@@ -101,12 +115,12 @@ public struct SandboxRecord: Sendable, Equatable {
     /// bounds; nil with the reason otherwise.
     static func decode(_ bytes: [UInt8]) -> Result<SandboxRecord, Malformed> {
         let lines = bytes.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false).map { String(decoding: $0, as: UTF8.self) }
-        // Records are runtime state, so an older format is refused rather
-        // than read: its "detachable" did not say whether a grant was
-        // attached or given at launch. It exists only while a sandbox
-        // launched before an update runs; its launcher removes it at the end.
-        guard lines.first != olderMagic else { return .failure(.init("record format 1", olderFormat: true)) }
-        guard lines.first == magic else { return .failure(.init("does not start with \"\(magic)\"")) }
+        // Format 1 is still read: a sandbox launched before an update is
+        // named and can be ended, and a record its killed launcher left is
+        // pruned, instead of every `holders` and `revoke` failing on it
+        // (every sandboxed-run the user runs shares the runtime folder).
+        let older = lines.first == olderMagic
+        guard older || lines.first == magic else { return .failure(.init("does not start with \"\(magic)\"")) }
         guard lines.count >= 2, lines[lines.count - 1].isEmpty, lines[lines.count - 2] == "end" else {
             return .failure(.init("does not end with an \"end\" line (cut short?)"))
         }
@@ -123,11 +137,14 @@ public struct SandboxRecord: Sendable, Equatable {
                 fields[words[0]] = words[1]
             case "grant":
                 // An attached grant is always taken away: "attached kept-until-end" names nothing a launcher writes.
-                guard words.count == 5, let id = Keyring.decodeHex(words[1]), id.count == 32,
-                      let origin = Origin(rawValue: words[2]), let revocation = Revocation(rawValue: words[3]),
-                      origin == .launch || revocation == .takenAway, let path = Keyring.decodeHex(words[4]),
+                let kind = older
+                    ? (words.count == 4 ? olderKind(words[2]) : nil)
+                    : (words.count == 5 ? Origin(rawValue: words[2]).flatMap { origin in Revocation(rawValue: words[3]).map { (origin, $0) } } : nil)
+                guard let (origin, revocation) = kind, older || origin != .unrecorded, origin != .attached || revocation == .takenAway,
+                      let id = Keyring.decodeHex(words[1]), id.count == 32, let path = Keyring.decodeHex(words[words.count - 1]),
                       !path.isEmpty, path.count <= Int(PATH_MAX), !path.contains(0) else {
-                    return .failure(.init("\(at): not a grant (id, launch or attached, taken-away or kept-until-end, path)"))
+                    return .failure(.init(older ? "\(at): not a grant (id, fixed or detachable, path)"
+                                                : "\(at): not a grant (id, launch or attached, taken-away or kept-until-end, path)"))
                 }
                 guard grants.count < grantLimit else { return .failure(.init("more than \(grantLimit) grants")) }
                 grants.append(Held(grant: GrantID(digest: id), path: FilePath(bytes: path), origin: origin, revocation: revocation))
@@ -170,12 +187,7 @@ public struct SandboxRecord: Sendable, Equatable {
 
     struct Malformed: Error {
         let problem: String
-        /// Written by an earlier sandboxed-run, in a format this one does not read.
-        var olderFormat = false
-        init(_ problem: String, olderFormat: Bool = false) {
-            self.problem = problem
-            self.olderFormat = olderFormat
-        }
+        init(_ problem: String) { self.problem = problem }
     }
 }
 
@@ -278,12 +290,6 @@ public struct RunningSandboxes: Sendable {
             let record: SandboxRecord
             switch SandboxRecord.decode(bytes) {
             case .success(let decoded): record = decoded
-            case .failure(let malformed) where malformed.olderFormat:
-                throw .damagedState(
-                    path: path, problem: "was written by an earlier sandboxed-run (\(malformed.problem)), which this one does not read",
-                    fix: "Its sandbox was launched before sandboxed-run was updated, and its launcher removes the file when it ends. "
-                        + "To go on now, end that sandbox (its launcher's pid is the middle number of the file name), "
-                        + "or move the file out of \(folderPath) (then no command names that sandbox).")
             case .failure(let malformed):
                 throw .damagedState(path: path, problem: "is not a well-formed record of a running sandbox: \(malformed.problem)",
                                     fix: "Move it out of \(folderPath); check with `ps` whether that sandbox still runs.")

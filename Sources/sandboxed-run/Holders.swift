@@ -37,7 +37,11 @@ enum Holding {
     /// apart, since a launch-time grant with a mount of its own (private
     /// view) is taken away as an attached one is.
     static func grantLine(_ held: SandboxRecord.Held) -> String {
-        let origin = held.origin == .launch ? "given at launch" : "attached while running"
+        let origin = switch held.origin {
+        case .launch: "given at launch"
+        case .attached: "attached while running"
+        case .unrecorded: "given at launch or attached while running (an earlier sandboxed-run did not record which)"
+        }
         let revocation = held.revocation == .takenAway ? "revoking it takes it away" : "revoking it leaves it reachable until the sandbox ends"
         return "\(Printable.path(bytes: held.path.bytes))  (grant \(held.grant), \(origin); \(revocation))"
     }

@@ -288,12 +288,15 @@ import Testing
         return (boot, pidns, UInt64(fields[19])!)
     }
 
-    /// Writes a record naming `pid` with `start`, holding grant `id`.
-    func plantRecord(pid: pid_t, start: UInt64, grant id: String, mode: Int = 0o600) throws -> String {
+    /// Writes a record naming `pid` with `start`, holding grant `id`; in
+    /// format 1 (an earlier sandboxed-run's) when `grants` gives its grant lines.
+    @discardableResult
+    func plantRecord(pid: pid_t, start: UInt64, grant id: String, mode: Int = 0o600, format1 grants: [String]? = nil) throws -> String {
         let (boot, pidns, _) = try identity(of: getpid())
         let hex = { (text: String) in text.utf8.map { String(format: "%02x", $0) }.joined() }
-        let text = "sandboxed-run-running 2\nboot \(boot)\npidns \(pidns)\npid \(pid)\nstart \(start)\napp \(hex(Self.app))\nview host\n"
-            + "grant \(id) launch kept-until-end \(hex("/planted"))\narg \(hex("/bin/sleep"))\nend\n"
+        let lines = grants.map { $0.map { "grant \($0)\n" }.joined() } ?? "grant \(id) launch kept-until-end \(hex("/planted"))\n"
+        let text = "sandboxed-run-running \(grants == nil ? 2 : 1)\nboot \(boot)\npidns \(pidns)\npid \(pid)\nstart \(start)\napp \(hex(Self.app))\nview host\n"
+            + lines + "arg \(hex("/bin/sleep"))\nend\n"
         try FileManager.default.createDirectory(atPath: running, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         let path = running + "/\(pidns)-\(pid)-\(start)"
         FileManager.default.createFile(atPath: path, contents: Data(text.utf8), attributes: [.posixPermissions: mode])
@@ -335,6 +338,31 @@ import Testing
         #expect(other.terminationReason == .uncaughtSignal && other.terminationStatus == SIGTERM)
     }
 
+    /// A record an earlier sandboxed-run wrote (format 1) names its sandbox
+    /// as far as it can: its "detachable" grant may have been attached or
+    /// given at launch, and is shown as either. One whose launcher is gone
+    /// is pruned as any other, not an error that stops `holders`.
+    @Test func aRecordOfAnEarlierSandboxedRunIsReadAsFarAsItSays() throws {
+        let folder = try grant("notes")
+        let id = try grantID(folder)
+        let other = Process()
+        other.executableURL = URL(fileURLWithPath: "/bin/sleep")
+        other.arguments = ["600"]
+        try other.run()
+        defer { stop(other) }
+        let start = try identity(of: other.processIdentifier).start
+        let hex = { (text: String) in text.utf8.map { String(format: "%02x", $0) }.joined() }
+        let stale = try plantRecord(pid: other.processIdentifier, start: start - 1, grant: id, format1: ["\(id) fixed \(hex("/gone"))"])
+        try plantRecord(pid: other.processIdentifier, start: start, grant: id,
+                        format1: ["\(id) fixed \(hex("/old/fixed"))", "\(id) detachable \(hex("/old/detachable"))"])
+        let holders = try cli(["grants", "holders"])
+        #expect(holders.status == 0, "\(holders)")
+        #expect(line(of: "/old/fixed", in: holders.stdout)?.hasSuffix(", given at launch; revoking it leaves it reachable until the sandbox ends)") == true, "\(holders)")
+        #expect(line(of: "/old/detachable", in: holders.stdout)?.hasSuffix(
+            ", given at launch or attached while running (an earlier sandboxed-run did not record which); revoking it takes it away)") == true, "\(holders)")
+        #expect(!FileManager.default.fileExists(atPath: stale), "the stale record was pruned")
+    }
+
     // MARK: Hostile names
 
     @Test func hostileNamesArePrintedEscaped() throws {
@@ -370,9 +398,6 @@ import Testing
             ("garbage", Array("hello\n".utf8), "is not a well-formed record of a running sandbox: does not start with"),
             ("cut short", Array("sandboxed-run-running 2\nboot x\n".utf8), "does not end with an \"end\" line"),
             ("unknown field", Array("sandboxed-run-running 2\nevil 1\nend\n".utf8), "line 2: unknown"),
-            // The format before a grant's origin was recorded: said so, with what to do.
-            ("format 1", Array("sandboxed-run-running 1\nend\n".utf8),
-             "was written by an earlier sandboxed-run (record format 1), which this one does not read"),
             ("not a number", Array("sandboxed-run-running 2\nboot 8f4dfa16-fac2-4225-a386-2f91452cd6f5\npidns 1\npid -1\nstart 2\napp 61\nview host\nend\n".utf8), "not a number"),
             ("huge", [UInt8](repeating: 0x41, count: 10 << 20), "is larger than"),
         ]

@@ -70,9 +70,27 @@ import SystemPackage
         let impossible = text.replacingOccurrences(of: "attached taken-away", with: "attached kept-until-end")
         guard case .failure(let refused) = SandboxRecord.decode(Array(impossible.utf8)) else { Issue.record("an attached grant kept until the end was read"); return }
         #expect(refused.problem.contains("not a grant"), "\(refused.problem)")
-        // The format before the origin was recorded: refused as such, not misread.
-        let older = text.replacingOccurrences(of: "sandboxed-run-running 2", with: "sandboxed-run-running 1")
-        guard case .failure(let old) = SandboxRecord.decode(Array(older.utf8)) else { Issue.record("a format 1 record was read"); return }
-        #expect(old.olderFormat, "\(old.problem)")
+        // Format 2's words in a format 1 record, and the reverse: refused.
+        let mixed = text.replacingOccurrences(of: "sandboxed-run-running 2", with: "sandboxed-run-running 1")
+        guard case .failure = SandboxRecord.decode(Array(mixed.utf8)) else { Issue.record("format 2 grants read as format 1"); return }
+        let unrecorded = text.replacingOccurrences(of: "attached taken-away", with: "unrecorded taken-away")
+        guard case .failure = SandboxRecord.decode(Array(unrecorded.utf8)) else { Issue.record("\"unrecorded\" read in format 2"); return }
+    }
+
+    /// A record an earlier sandboxed-run wrote (format 1: "fixed" or
+    /// "detachable") is read as far as it says: fixed was a launch-time
+    /// grant kept until the end; detachable is taken away, attached or not.
+    @Test func aFormat1RecordIsReadAsFarAsItSays() throws {
+        let me = try ProcessIdentity.current()
+        let id = GrantID(digest: [UInt8](repeating: 9, count: 32))
+        let text = "sandboxed-run-running 1\nboot \(me.boot)\npidns \(me.pidNamespace)\npid \(me.pid)\nstart \(me.startTime)\n"
+            + "app \(Printable.hex(Array("com.example.memo".utf8)))\nview private\n"
+            + "grant \(id.hex) fixed \(Printable.hex(Array("/a".utf8)))\ngrant \(id.hex) detachable \(Printable.hex(Array("/b".utf8)))\nend\n"
+        guard case .success(let record) = SandboxRecord.decode(Array(text.utf8)) else { Issue.record("not read"); return }
+        #expect(record.grants.map(\.origin) == [.launch, .unrecorded] && record.grants.map(\.revocation) == [.keptUntilEnd, .takenAway])
+        for word in ["launch", "attached taken-away"] {
+            let wrong = text.replacingOccurrences(of: " fixed ", with: " \(word) ")
+            guard case .failure = SandboxRecord.decode(Array(wrong.utf8)) else { Issue.record("\(word) read in format 1"); continue }
+        }
     }
 }
