@@ -9,6 +9,7 @@ inside a sandbox whose policy takes live grants:
 
 It prints what the broker answered and exits with the same codes as
 `$SANDBOXED_RUN open-panel` / `start-accessing` / `stop-accessing`."""
+import errno
 import os
 import socket
 import struct
@@ -29,9 +30,16 @@ def broker():
     fd = os.environ.get("SANDBOXED_RUN_BROKER_FD")
     if fd is None or not fd.isdigit() or int(fd) <= 2:
         sys.exit("live-grant.py: no broker here (SANDBOXED_RUN_BROKER_FD is not set)")
-    sock = socket.socket(fileno=int(fd))
+    # A parent that ran this through subprocess without pass_fds closed it.
+    keep = ("keep it open in the parent: subprocess.run([...], "
+            "pass_fds=[int(os.environ[\"SANDBOXED_RUN_BROKER_FD\"])])")
+    try:
+        sock = socket.socket(fileno=int(fd))
+    except OSError as error:
+        what = "is not open" if error.errno == errno.EBADF else "is not the broker's socket (%s)" % error.strerror
+        sys.exit("live-grant.py: descriptor %s %s: %s" % (fd, what, keep))
     if sock.type != socket.SOCK_SEQPACKET:
-        sys.exit("live-grant.py: descriptor %s is not the broker's socket" % fd)
+        sys.exit("live-grant.py: descriptor %s is not the broker's socket: %s" % (fd, keep))
     return sock
 
 

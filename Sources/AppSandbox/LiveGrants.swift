@@ -646,6 +646,6 @@ final class TerminalQuestion: LiveGrantQuestion {
 
     func abandon() {
         session.show(["The sandbox ended: nothing granted."])
-        session.close()
+        session.close(commandEnded: true)
     }
 }

@@ -108,12 +108,15 @@ extension SandboxSession {
             app: request.app, view: plan.plannedView, command: command ?? request.command.map { Array($0.utf8) })
         if !grants.isEmpty {
             try registration.begin(
-                grants.map { SandboxRecord.Held(grant: $0.grant, path: $0.rule.path, kind: predicted.contains($0.name) ? .detachable : .fixed) },
+                grants.map {
+                    SandboxRecord.Held(grant: $0.grant, path: $0.rule.path, origin: .launch,
+                                       revocation: predicted.contains($0.name) ? .takenAway : .keptUntilEnd)
+                },
                 broker: try launchBroker())
         }
         let process = try plan.launch()
         let cut = Set(process.running?.launchGrants ?? [])
-        try registration.settle(view: process.view, detachable: Set(grants.filter { cut.contains($0.name) }.map(\.grant)))
+        try registration.settle(view: process.view, takenAway: Set(grants.filter { cut.contains($0.name) }.map(\.grant)))
         var service: LiveGrantService?
         if process.liveGrants != nil || !grants.isEmpty {
             service = LiveGrantService(

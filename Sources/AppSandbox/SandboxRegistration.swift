@@ -53,9 +53,10 @@ final class SandboxRegistration: @unchecked Sendable {
 
     /// What the launch turned out to be, when it differs from the plan (a
     /// best-effort launch in the host view: nothing there can be taken away).
-    func settle(view actual: FileSystemView, detachable: Set<GrantID>) throws(GrantError) {
+    func settle(view actual: FileSystemView, takenAway: Set<GrantID>) throws(GrantError) {
         let kinds = grants.map { held in
-            SandboxRecord.Held(grant: held.grant, path: held.path, kind: detachable.contains(held.grant) ? .detachable : .fixed)
+            SandboxRecord.Held(grant: held.grant, path: held.path, origin: held.origin,
+                               revocation: takenAway.contains(held.grant) ? .takenAway : .keptUntilEnd)
         }
         guard actual != view || kinds != grants else { return }
         view = actual
@@ -66,14 +67,14 @@ final class SandboxRegistration: @unchecked Sendable {
     /// A grant attached while the sandbox runs.
     func attached(_ grant: GrantID, path: FilePath) throws(GrantError) {
         guard !grants.contains(where: { $0.grant == grant }) else { return }
-        grants.append(SandboxRecord.Held(grant: grant, path: path, kind: .detachable))
+        grants.append(SandboxRecord.Held(grant: grant, path: path, origin: .attached, revocation: .takenAway))
         try write()
     }
 
     /// A grant detached: the sandbox no longer reaches it.
     func detached(_ grant: GrantID) throws(GrantError) {
         let before = grants.count
-        grants.removeAll { $0.grant == grant && $0.kind == .detachable }
+        grants.removeAll { $0.grant == grant && $0.revocation == .takenAway }
         guard grants.count != before else { return }
         if grants.isEmpty { end() } else { try write() }
     }

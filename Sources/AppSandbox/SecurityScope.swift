@@ -396,16 +396,42 @@ final class LiveGrantConnection: Sendable {
 
     /// Refuses anything but a `SOCK_SEQPACKET` unix socket: bookmark bytes
     /// never go to a pipe, a file or a stream socket someone put in its place.
+    /// The message tells a descriptor that is not open (EBADF) from one that
+    /// is something else: both mostly mean that a process between the
+    /// sandbox's command and this one closed the socket (Python's subprocess
+    /// does by default), the second that its number was then reused.
     init(checking fd: CInt) throws(SecurityScopeError) {
+        let named = "descriptor \(fd) (\(ConfinementPlan.brokerVariable))"
+        let keepItOpen = "Keep it open in every process between the sandbox's command and this one: in Python, "
+            + "subprocess.run([...], pass_fds=[int(os.environ[\"\(ConfinementPlan.brokerVariable)\"])]) "
+            + "(subprocess closes inherited descriptors by default, close_fds=True); elsewhere, neither close it "
+            + "nor mark it close-on-exec before running this."
         var status = stat()
+        guard fstat(fd, &status) == 0 else {
+            let error = Errno(rawValue: errno)
+            guard error == .badFileDescriptor else { throw .notABroker("\(named) cannot be examined (\(error)): nothing was sent") }
+            throw .notABroker("\(named) is not open in this process: the broker's socket was closed on the way here. \(keepItOpen)")
+        }
+        func notABroker(_ what: String) -> SecurityScopeError {
+            .notABroker("\(named) is \(what), not a live-grant broker's socket (a SOCK_SEQPACKET unix socket): nothing was sent. "
+                + "The broker's socket was probably closed on the way here and its number reused. \(keepItOpen)")
+        }
+        switch status.st_mode & S_IFMT {
+        case S_IFSOCK: break
+        case S_IFREG: throw notABroker("a regular file")
+        case S_IFDIR: throw notABroker("a folder")
+        case S_IFIFO: throw notABroker("a pipe")
+        case S_IFCHR: throw notABroker("a character device")
+        case S_IFBLK: throw notABroker("a block device")
+        default: throw notABroker("neither a file nor a socket")
+        }
         var domain: CInt = 0, type: CInt = 0
         var length = socklen_t(MemoryLayout<CInt>.size)
-        let notABroker = SecurityScopeError.notABroker(
-            "descriptor \(fd) (\(ConfinementPlan.brokerVariable)) is not a live-grant broker's socket (a SOCK_SEQPACKET unix socket): nothing was sent")
-        guard fstat(fd, &status) == 0, status.st_mode & S_IFMT == S_IFSOCK else { throw notABroker }
-        guard getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &length) == 0, domain == AF_UNIX else { throw notABroker }
+        guard getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &length) == 0, domain == AF_UNIX else { throw notABroker("a socket but not a unix one") }
         length = socklen_t(MemoryLayout<CInt>.size)
-        guard getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &length) == 0, type == CInt(SOCK_SEQPACKET.rawValue) else { throw notABroker }
+        guard getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &length) == 0, type == CInt(SOCK_SEQPACKET.rawValue) else {
+            throw notABroker("a unix socket of another type (stream or datagram)")
+        }
         self.fd = fd
     }
 

@@ -10,23 +10,40 @@ public struct SandboxRecord: Sendable, Equatable {
     public struct Held: Sendable, Equatable {
         public let grant: GrantID
         public let path: FilePath
-        /// How the sandbox reaches it, which decides what a revocation does.
-        public let kind: Kind
+        /// How the sandbox came to hold it.
+        public let origin: Origin
+        /// What revoking it does to the running sandbox.
+        public let revocation: Revocation
 
-        public init(grant: GrantID, path: FilePath, kind: Kind) {
+        public init(grant: GrantID, path: FilePath, origin: Origin, revocation: Revocation) {
             self.grant = grant
             self.path = path
-            self.kind = kind
+            self.origin = origin
+            self.revocation = revocation
         }
     }
 
-    public enum Kind: String, Sendable, Equatable {
-        /// Given at launch (a Landlock rule): the sandbox keeps it until it
-        /// ends, since Landlock cannot take a right back from a running command.
-        case fixed
-        /// Attached in the grant area while the sandbox runs: its launcher
-        /// detaches it when the grant is revoked.
-        case detachable
+    /// How a sandbox came to hold a grant. Kept apart from `Revocation`:
+    /// in the private view a grant given at launch with a mount of its own
+    /// is taken away as an attached one is, yet it was not attached.
+    public enum Origin: String, Sendable, Equatable {
+        /// Given when the sandbox was launched (`run --grant`).
+        case launch
+        /// Attached in the grant area while the sandbox runs (an open panel, `start-accessing`).
+        case attached
+        /// Read from a format 1 record (an earlier sandboxed-run's), whose
+        /// "detachable" was either. Never written.
+        case unrecorded
+    }
+
+    /// What a revocation does to a running sandbox that holds the grant.
+    public enum Revocation: String, Sendable, Equatable {
+        /// Its launcher detaches the folder: new lookups in it fail at once.
+        case takenAway = "taken-away"
+        /// It stays reachable until the sandbox ends: a Landlock rule (host
+        /// view), which cannot be taken back from a running command, or a
+        /// folder sharing a mount with one that stays (private view).
+        case keptUntilEnd = "kept-until-end"
     }
 
     /// The launcher: the process to signal to end the sandbox.
@@ -66,14 +83,28 @@ public struct SandboxRecord: Sendable, Equatable {
     /// The file's name: unique to the launcher.
     var fileName: String { "\(launcher.pidNamespace)-\(launcher.pid)-\(launcher.startTime)" }
 
-    static let magic = "sandboxed-run-running 1"
+    /// Version 2 says how each grant came and what revoking it does;
+    /// version 1 said only "fixed" or "detachable" (see `decode`).
+    static let magic = "sandboxed-run-running 2"
+    static let olderMagic = "sandboxed-run-running 1"
+
+    /// A grant line's words after the id, as format 1 wrote them: "fixed"
+    /// was only ever a launch-time grant kept until the end; "detachable"
+    /// was taken away, but attached or given at launch alike.
+    static func olderKind(_ word: String) -> (Origin, Revocation)? {
+        switch word {
+        case "fixed": (.launch, .keptUntilEnd)
+        case "detachable": (.unrecorded, .takenAway)
+        default: nil
+        }
+    }
 
     /// One line per field, bytes in hex: no value can break a line or be
     /// read as another field.
     func encoded() -> [UInt8] {
         var lines = [Self.magic, "boot \(launcher.boot)", "pidns \(launcher.pidNamespace)", "pid \(launcher.pid)",
                      "start \(launcher.startTime)", "app \(Printable.hex(Array(app.utf8)))", "view \(view.rawValue)"]
-        for held in grants { lines.append("grant \(held.grant.hex) \(held.kind.rawValue) \(Printable.hex(held.path.bytes))") }
+        for held in grants { lines.append("grant \(held.grant.hex) \(held.origin.rawValue) \(held.revocation.rawValue) \(Printable.hex(held.path.bytes))") }
         for argument in command { lines.append("arg \(Printable.hex(argument))") }
         if omittedArguments > 0 { lines.append("omitted \(omittedArguments)") }
         lines.append("end")
@@ -87,7 +118,12 @@ public struct SandboxRecord: Sendable, Equatable {
     /// bounds; nil with the reason otherwise.
     static func decode(_ bytes: [UInt8]) -> Result<SandboxRecord, Malformed> {
         let lines = bytes.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false).map { String(decoding: $0, as: UTF8.self) }
-        guard lines.first == magic else { return .failure(.init("does not start with \"\(magic)\"")) }
+        // Format 1 is still read: a sandbox launched before an update is
+        // named and can be ended, and a record its killed launcher left is
+        // pruned, instead of every `holders` and `revoke` failing on it
+        // (every sandboxed-run the user runs shares the runtime folder).
+        let older = lines.first == olderMagic
+        guard older || lines.first == magic else { return .failure(.init("does not start with \"\(magic)\"")) }
         guard lines.count >= 2, lines[lines.count - 1].isEmpty, lines[lines.count - 2] == "end" else {
             return .failure(.init("does not end with an \"end\" line (cut short?)"))
         }
@@ -103,13 +139,18 @@ public struct SandboxRecord: Sendable, Equatable {
                 guard words.count == 2, fields[words[0]] == nil else { return .failure(.init("\(at): a \(words[0]) line given twice or not of two words")) }
                 fields[words[0]] = words[1]
             case "grant":
-                guard words.count == 4, let id = Keyring.decodeHex(words[1]), id.count == 32,
-                      let kind = Kind(rawValue: words[2]), let path = Keyring.decodeHex(words[3]),
+                // An attached grant is always taken away: "attached kept-until-end" names nothing a launcher writes.
+                let kind = older
+                    ? (words.count == 4 ? olderKind(words[2]) : nil)
+                    : (words.count == 5 ? Origin(rawValue: words[2]).flatMap { origin in Revocation(rawValue: words[3]).map { (origin, $0) } } : nil)
+                guard let (origin, revocation) = kind, older || origin != .unrecorded, origin != .attached || revocation == .takenAway,
+                      let id = Keyring.decodeHex(words[1]), id.count == 32, let path = Keyring.decodeHex(words[words.count - 1]),
                       !path.isEmpty, path.count <= Int(PATH_MAX), !path.contains(0) else {
-                    return .failure(.init("\(at): not a grant (id, fixed or detachable, path)"))
+                    return .failure(.init(older ? "\(at): not a grant (id, fixed or detachable, path)"
+                                                : "\(at): not a grant (id, launch or attached, taken-away or kept-until-end, path)"))
                 }
                 guard grants.count < grantLimit else { return .failure(.init("more than \(grantLimit) grants")) }
-                grants.append(Held(grant: GrantID(digest: id), path: FilePath(bytes: path), kind: kind))
+                grants.append(Held(grant: GrantID(digest: id), path: FilePath(bytes: path), origin: origin, revocation: revocation))
             case "arg":
                 guard words.count == 2, let argument = Keyring.decodeHex(words[1]), !argument.contains(0) else {
                     return .failure(.init("\(at): not an argument"))

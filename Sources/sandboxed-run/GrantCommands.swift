@@ -250,11 +250,13 @@ struct GrantsCommand: ParsableCommand {
             abstract: "Revoke grants by id, app or folder; say which running sandboxes still hold them, and offer to end those.",
             discussion: """
                 The ledger is changed first: no launch after it gets the folder. Then running sandboxes that hold a \
-                revoked grant are named. A folder attached while running (private view) is detached by its launcher: \
-                revoke waits up to \(Int(Holding.detachWait)) s for that and says it was cut. A folder given at launch \
-                stays reachable in a running sandbox until it ends (Landlock cannot take a right back; in the host view \
-                this is every grant): those sandboxes are listed, and with --end-holders, or when you answer y on a \
-                terminal, their launchers get SIGTERM (SIGKILL after \(Int(Holding.grace)) s), identified by pid and \
+                revoked grant are named. In the private view a folder attached while running, or given at launch with \
+                a mount of its own, is detached by its launcher: revoke waits up to \(Int(Holding.detachWait)) s for \
+                that and says it was cut. A folder given at launch in the host view (a Landlock rule, which cannot be \
+                taken back from a running command), or in the private view one that shares a mount that stays (inside \
+                the container, inside another grant with the same access, or at a path the policy names), stays \
+                reachable until the sandbox ends (`grants holders` says which is which): those sandboxes are listed, \
+                and with --end-holders, or when you answer y on a terminal, their launchers get SIGTERM (SIGKILL after \(Int(Holding.grace)) s), identified by pid and \
                 start time so that no process that reused a pid is signalled. Nothing is ended otherwise. \
                 Exit codes: 0 revoked, and no running sandbox still holds a revoked folder; 3 revoked, but a running \
                 sandbox listed still holds one (not ended, could not be ended, or recorded in another pid namespace); \

@@ -33,9 +33,17 @@ enum Holding {
         return words.joined(separator: " ") + (record.omittedArguments > 0 ? " … (\(record.omittedArguments) more)" : "")
     }
 
+    /// A grant, how it came and what revoking it does: the two are said
+    /// apart, since a launch-time grant with a mount of its own (private
+    /// view) is taken away as an attached one is.
     static func grantLine(_ held: SandboxRecord.Held) -> String {
-        "\(Printable.path(bytes: held.path.bytes))  (grant \(held.grant), "
-            + (held.kind == .fixed ? "given at launch" : "attached while running") + ")"
+        let origin = switch held.origin {
+        case .launch: "given at launch"
+        case .attached: "attached while running"
+        case .unrecorded: "given at launch or attached while running (an earlier sandboxed-run did not record which)"
+        }
+        let revocation = held.revocation == .takenAway ? "revoking it takes it away" : "revoking it leaves it reachable until the sandbox ends"
+        return "\(Printable.path(bytes: held.path.bytes))  (grant \(held.grant), \(origin); \(revocation))"
     }
 
     static func describe(_ record: SandboxRecord, grants: [SandboxRecord.Held]) -> [String] {
@@ -102,8 +110,11 @@ extension GrantsCommand {
             abstract: "List running sandboxes that hold grants.",
             discussion: """
                 One entry per sandbox: its launcher's pid (the process `grants revoke --end-holders` signals), \
-                the app, the view, each grant it holds (given at launch: kept until it ends; attached while running: \
-                detached when revoked) and its command line, escaped. Records of launchers that ended without removing \
+                the app, the view, each grant it holds and its command line, escaped. Each grant says how it came \
+                (given at launch, or attached while running) and what revoking it does: takes it away (every attached \
+                grant, and in the private view one given at launch with a mount of its own) or leaves it reachable \
+                until the sandbox ends (in the host view every grant given at launch, a Landlock rule; in the private \
+                view one that shares a mount that stays). Records of launchers that ended without removing \
                 them are not shown, and are removed.
                 """)
         @Option(help: "Only this app's sandboxes.") var app: String?
@@ -128,18 +139,19 @@ struct RevokeReport {
     let running: RunningSandboxes
     let named: Set<GrantID>
 
-    func holds(_ record: SandboxRecord, _ kind: SandboxRecord.Kind) -> [SandboxRecord.Held] {
-        record.grants.filter { named.contains($0.grant) && $0.kind == kind }
+    func holds(_ record: SandboxRecord, _ revocation: SandboxRecord.Revocation) -> [SandboxRecord.Held] {
+        record.grants.filter { named.contains($0.grant) && $0.revocation == revocation }
     }
 
     /// Reports and, when asked, ends; true when no running sandbox still holds a revoked grant.
     func run(end: Bool?) throws -> Bool {
         guard !named.isEmpty else { return true }
         var survey = try running.survey()
-        // Live grants: their launchers detach them; wait until the records say so.
-        let attached = survey.running.filter { !holds($0, .detachable).isEmpty }
+        // Folders that are taken away (attached, or given at launch with a mount of their own):
+        // their launchers detach them; wait until the records say so.
+        let cutting = survey.running.filter { !holds($0, .takenAway).isEmpty }
         let deadline = Holding.now() + Holding.detachWait
-        while survey.running.contains(where: { !holds($0, .detachable).isEmpty }), Holding.now() < deadline {
+        while survey.running.contains(where: { !holds($0, .takenAway).isEmpty }), Holding.now() < deadline {
             usleep(20_000)
             survey = try running.survey()
         }
@@ -147,37 +159,38 @@ struct RevokeReport {
         // still held the folder (a descriptor or working directory in it),
         // which is never left detached under it.
         // (A record also goes when its last grant was taken away: its launcher still runs.)
-        let ended = attached.filter { record in
+        let ended = cutting.filter { record in
             !survey.running.contains { $0.launcher == record.launcher } && (try? record.launcher.state()) != .running
         }
-        let cut = attached.filter { record in
+        let cut = cutting.filter { record in
             !ended.contains { $0.launcher == record.launcher }
-                && !survey.running.contains { $0.launcher == record.launcher && !holds($0, .detachable).isEmpty }
+                && !survey.running.contains { $0.launcher == record.launcher && !holds($0, .takenAway).isEmpty }
         }
-        let fixed = survey.running.filter { !holds($0, .fixed).isEmpty }
-        let uncut = survey.running.filter { !holds($0, .detachable).isEmpty }
+        let kept = survey.running.filter { !holds($0, .keptUntilEnd).isEmpty }
+        let uncut = survey.running.filter { !holds($0, .takenAway).isEmpty }
         let elsewhere = survey.elsewhere.filter { record in record.grants.contains { named.contains($0.grant) } }
 
         if !cut.isEmpty {
             print("cut in \(cut.count) running sandbox\(cut.count == 1 ? "" : "es") (private view): the launcher took the folder away, "
                 + "and new lookups in it fail (what a launch-time grant's sandbox holds open beneath it stays readable, not writable):")
-            for record in cut { Holding.describe(record, grants: holdsBefore(record, in: attached)).forEach { print($0) } }
+            for record in cut { Holding.describe(record, grants: holdsBefore(record, in: cutting)).forEach { print($0) } }
         }
         if !ended.isEmpty {
             print("ended \(ended.count) running sandbox\(ended.count == 1 ? "" : "es") (private view) that still held the folder open "
                 + "(a descriptor or working directory in it, or a file open there): a folder is never taken away from under what the command holds:")
-            for record in ended { Holding.describe(record, grants: holdsBefore(record, in: attached)).forEach { print($0) } }
+            for record in ended { Holding.describe(record, grants: holdsBefore(record, in: cutting)).forEach { print($0) } }
         }
-        let holders = fixed + uncut.filter { record in !fixed.contains { $0.launcher == record.launcher } }
-        if !fixed.isEmpty {
-            print("still held by \(fixed.count) running sandbox\(fixed.count == 1 ? "" : "es"): a folder given at launch is a Landlock rule, "
-                + "which cannot be taken back from a running command, so access continues until the sandbox ends:")
-            for record in fixed { Holding.describe(record, grants: holds(record, .fixed)).forEach { print($0) } }
+        let holders = kept + uncut.filter { record in !kept.contains { $0.launcher == record.launcher } }
+        if !kept.isEmpty {
+            print("still held by \(kept.count) running sandbox\(kept.count == 1 ? "" : "es"): a folder given at launch that is a Landlock rule "
+                + "(host view) or shares a mount that stays (private view) cannot be taken back from a running command, "
+                + "so access continues until the sandbox ends:")
+            for record in kept { Holding.describe(record, grants: holds(record, .keptUntilEnd)).forEach { print($0) } }
         }
         if !uncut.isEmpty {
             print("not yet cut after \(Int(Holding.detachWait)) s in \(uncut.count) running sandbox\(uncut.count == 1 ? "" : "es"): "
                 + "its launcher has not detached the folder (it tries again every second):")
-            for record in uncut { Holding.describe(record, grants: holds(record, .detachable)).forEach { print($0) } }
+            for record in uncut { Holding.describe(record, grants: holds(record, .takenAway)).forEach { print($0) } }
         }
         if !elsewhere.isEmpty {
             print("\(elsewhere.count) sandbox record(s) made in another pid namespace name a revoked grant: they cannot be checked or ended from here")
@@ -193,6 +206,6 @@ struct RevokeReport {
     }
 
     private func holdsBefore(_ record: SandboxRecord, in before: [SandboxRecord]) -> [SandboxRecord.Held] {
-        before.first { $0.launcher == record.launcher }.map { holds($0, .detachable) } ?? []
+        before.first { $0.launcher == record.launcher }.map { holds($0, .takenAway) } ?? []
     }
 }

@@ -203,7 +203,7 @@ import Testing
         defer { stop(process) }
         #expect(String(decoding: out.fileHandleForReading.availableData, as: UTF8.self) == "started\n")
         let holders = try cli(["grants", "holders"])
-        #expect(holders.stdout.contains("private view") && holders.stdout.contains("\(folder)  (grant ") && holders.stdout.contains("attached while running"), "\(holders)")
+        #expect(holders.stdout.contains("private view") && holders.stdout.contains("\(folder)  (grant ") && holders.stdout.contains("attached while running; revoking it takes it away)"), "\(holders)")
         let revoked = try cli(["grants", "revoke", "--folder", folder])
         #expect(revoked.status == 0, "\(revoked)")
         #expect(revoked.stdout.contains("cut in 1 running sandbox (private view)"), "\(revoked)")
@@ -212,6 +212,56 @@ import Testing
         #expect(String(decoding: out.fileHandleForReading.availableData, as: UTF8.self) == "cut\n")
         #expect(process.isRunning, "a cut sandbox is not ended")
         #expect(records().count == 0, "its record went with its last grant: \(records())")
+    }
+
+    /// The line `holders` or `revoke` printed for `folder`.
+    func line(of folder: String, in output: String) -> String? {
+        output.split(separator: "\n").map(String.init).first { $0.hasPrefix("      \(folder)  (grant ") }
+    }
+
+    /// Each grant says how it came and what revoking it does, the two
+    /// apart: given at launch and kept (host view: a Landlock rule; private
+    /// view: inside another grant, sharing its mount), given at launch and
+    /// taken away (private view: a mount of its own), attached while running
+    /// (taken away). `revoke` says the same of what it cut.
+    @Test(.enabled(if: getuid() == 0, "the private view with live grants: run as root here (LiveGrantsCLITests covers uid 65534)"))
+    func eachGrantSaysHowItCameAndWhatRevokingItDoes() throws {
+        let kept = try grant("kept")
+        let own = try grant("own")
+        let inner = try grant("own/inner")
+        let picked = home.path + "/picked"
+        try FileManager.default.createDirectory(atPath: picked, withIntermediateDirectories: true)
+        let picker = home.path + "/picker"
+        _ = FileManager.default.createFile(atPath: picker, contents: Data("#!/bin/sh\necho '\(picked)'\n".utf8), attributes: [.posixPermissions: 0o755])
+        let host = try start(grants: ["kept"])
+        defer { stop(host) }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: CLI.binary)
+        process.arguments = ["run", "--app", Self.app, "--view", "private", "--picker", picker, "--grant", "OWN=\(home.path)/own.bookmark",
+                             "--grant", "INNER=\(home.path)/own/inner.bookmark", "--",
+                             "/bin/sh", "-c", "p=$(\"$SANDBOXED_RUN\" open-panel) || exit 9; echo started; "
+                                + "while ls \"$OWN\" >/dev/null 2>&1; do sleep 0.05; done; echo cut; exec sleep 600"]
+        process.environment = home.environment
+        let out = Pipe()
+        process.standardOutput = out
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        defer { stop(process) }
+        #expect(String(decoding: out.fileHandleForReading.availableData, as: UTF8.self) == "started\n")
+
+        let holders = try cli(["grants", "holders"])
+        #expect(holders.status == 0, "\(holders)")
+        #expect(line(of: kept, in: holders.stdout)?.hasSuffix(", given at launch; revoking it leaves it reachable until the sandbox ends)") == true, "\(holders)")
+        #expect(line(of: own, in: holders.stdout)?.hasSuffix(", given at launch; revoking it takes it away)") == true, "\(holders)")
+        #expect(line(of: inner, in: holders.stdout)?.hasSuffix(", given at launch; revoking it leaves it reachable until the sandbox ends)") == true, "\(holders)")
+        #expect(line(of: picked, in: holders.stdout)?.hasSuffix(", attached while running; revoking it takes it away)") == true, "\(holders)")
+
+        let revoked = try cli(["grants", "revoke", "--folder", own])
+        #expect(revoked.status == 0, "\(revoked)")
+        #expect(revoked.stdout.contains("cut in 1 running sandbox (private view)"), "\(revoked)")
+        #expect(line(of: own, in: revoked.stdout)?.hasSuffix(", given at launch; revoking it takes it away)") == true, "\(revoked)")
+        #expect(!revoked.stdout.contains("still held") && !revoked.stdout.contains("attached while running"), "\(revoked)")
+        #expect(String(decoding: out.fileHandleForReading.availableData, as: UTF8.self) == "cut\n", "the command lost it, as said")
     }
 
     // MARK: Stale records
@@ -238,12 +288,15 @@ import Testing
         return (boot, pidns, UInt64(fields[19])!)
     }
 
-    /// Writes a record naming `pid` with `start`, holding grant `id`.
-    func plantRecord(pid: pid_t, start: UInt64, grant id: String, mode: Int = 0o600) throws -> String {
+    /// Writes a record naming `pid` with `start`, holding grant `id`; in
+    /// format 1 (an earlier sandboxed-run's) when `grants` gives its grant lines.
+    @discardableResult
+    func plantRecord(pid: pid_t, start: UInt64, grant id: String, mode: Int = 0o600, format1 grants: [String]? = nil) throws -> String {
         let (boot, pidns, _) = try identity(of: getpid())
         let hex = { (text: String) in text.utf8.map { String(format: "%02x", $0) }.joined() }
-        let text = "sandboxed-run-running 1\nboot \(boot)\npidns \(pidns)\npid \(pid)\nstart \(start)\napp \(hex(Self.app))\nview host\n"
-            + "grant \(id) fixed \(hex("/planted"))\narg \(hex("/bin/sleep"))\nend\n"
+        let lines = grants.map { $0.map { "grant \($0)\n" }.joined() } ?? "grant \(id) launch kept-until-end \(hex("/planted"))\n"
+        let text = "sandboxed-run-running \(grants == nil ? 2 : 1)\nboot \(boot)\npidns \(pidns)\npid \(pid)\nstart \(start)\napp \(hex(Self.app))\nview host\n"
+            + lines + "arg \(hex("/bin/sleep"))\nend\n"
         try FileManager.default.createDirectory(atPath: running, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         let path = running + "/\(pidns)-\(pid)-\(start)"
         FileManager.default.createFile(atPath: path, contents: Data(text.utf8), attributes: [.posixPermissions: mode])
@@ -285,6 +338,31 @@ import Testing
         #expect(other.terminationReason == .uncaughtSignal && other.terminationStatus == SIGTERM)
     }
 
+    /// A record an earlier sandboxed-run wrote (format 1) names its sandbox
+    /// as far as it can: its "detachable" grant may have been attached or
+    /// given at launch, and is shown as either. One whose launcher is gone
+    /// is pruned as any other, not an error that stops `holders`.
+    @Test func aRecordOfAnEarlierSandboxedRunIsReadAsFarAsItSays() throws {
+        let folder = try grant("notes")
+        let id = try grantID(folder)
+        let other = Process()
+        other.executableURL = URL(fileURLWithPath: "/bin/sleep")
+        other.arguments = ["600"]
+        try other.run()
+        defer { stop(other) }
+        let start = try identity(of: other.processIdentifier).start
+        let hex = { (text: String) in text.utf8.map { String(format: "%02x", $0) }.joined() }
+        let stale = try plantRecord(pid: other.processIdentifier, start: start - 1, grant: id, format1: ["\(id) fixed \(hex("/gone"))"])
+        try plantRecord(pid: other.processIdentifier, start: start, grant: id,
+                        format1: ["\(id) fixed \(hex("/old/fixed"))", "\(id) detachable \(hex("/old/detachable"))"])
+        let holders = try cli(["grants", "holders"])
+        #expect(holders.status == 0, "\(holders)")
+        #expect(line(of: "/old/fixed", in: holders.stdout)?.hasSuffix(", given at launch; revoking it leaves it reachable until the sandbox ends)") == true, "\(holders)")
+        #expect(line(of: "/old/detachable", in: holders.stdout)?.hasSuffix(
+            ", given at launch or attached while running (an earlier sandboxed-run did not record which); revoking it takes it away)") == true, "\(holders)")
+        #expect(!FileManager.default.fileExists(atPath: stale), "the stale record was pruned")
+    }
+
     // MARK: Hostile names
 
     @Test func hostileNamesArePrintedEscaped() throws {
@@ -318,9 +396,9 @@ import Testing
     @Test func malformedRecordsAreRefusedNamingTheFile() throws {
         let cases: [(String, [UInt8], String)] = [
             ("garbage", Array("hello\n".utf8), "is not a well-formed record of a running sandbox: does not start with"),
-            ("cut short", Array("sandboxed-run-running 1\nboot x\n".utf8), "does not end with an \"end\" line"),
-            ("unknown field", Array("sandboxed-run-running 1\nevil 1\nend\n".utf8), "line 2: unknown"),
-            ("not a number", Array("sandboxed-run-running 1\nboot 8f4dfa16-fac2-4225-a386-2f91452cd6f5\npidns 1\npid -1\nstart 2\napp 61\nview host\nend\n".utf8), "not a number"),
+            ("cut short", Array("sandboxed-run-running 2\nboot x\n".utf8), "does not end with an \"end\" line"),
+            ("unknown field", Array("sandboxed-run-running 2\nevil 1\nend\n".utf8), "line 2: unknown"),
+            ("not a number", Array("sandboxed-run-running 2\nboot 8f4dfa16-fac2-4225-a386-2f91452cd6f5\npidns 1\npid -1\nstart 2\napp 61\nview host\nend\n".utf8), "not a number"),
             ("huge", [UInt8](repeating: 0x41, count: 10 << 20), "is larger than"),
         ]
         for (label, bytes, expected) in cases {

@@ -103,6 +103,40 @@ import Testing
         #expect(try grants(as: user).contains(folder), "the grant is in the ledger")
     }
 
+    /// A Python program runs the client through subprocess, which closes
+    /// inherited descriptors unless told (close_fds=True): the client says
+    /// the broker's socket was closed on the way and how to keep it
+    /// (pass_fds); with pass_fds it works. A number reused by something
+    /// else is told apart from one that is not open.
+    @Test func aBrokerSocketClosedOnTheWayIsSaidToBeAndPassFdsKeepsIt() throws {
+        let code = """
+            import os, subprocess
+            run = os.environ["SANDBOXED_RUN"]
+            fd = int(os.environ["SANDBOXED_RUN_BROKER_FD"])
+            bookmark = os.environ["SANDBOX_CONTAINER"] + "/notes.bookmark"
+            def client(label, *words, **options):
+                p = subprocess.run([run] + list(words), capture_output=True, text=True, **options)
+                print(label, p.returncode, (p.stdout + p.stderr).strip(), flush=True)
+            client("panel", "open-panel", "-o", bookmark, pass_fds=[fd])
+            client("closed", "start-accessing", bookmark)
+            client("passed", "start-accessing", bookmark, pass_fds=[fd])
+            r, w = os.pipe()
+            os.dup2(r, fd)
+            client("reused", "stop-accessing", bookmark, pass_fds=[fd])
+            """
+        let result = try run(["--picker", picker], "python3 -c '\(code)'")
+        #expect(result.status == 0, "\(result)")
+        let lines = result.stdout.split(separator: "\n").map(String.init)
+        try #require(lines.count == 4, "\(result)")
+        #expect(lines[0] == "panel 0 /run/sandboxed-run/grants/1", "\(lines[0])")
+        #expect(lines[1].hasPrefix("closed 125 ") && lines[1].contains("(SANDBOXED_RUN_BROKER_FD) is not open in this process"), "\(lines[1])")
+        let advice = "subprocess.run([...], pass_fds=[int(os.environ[\"SANDBOXED_RUN_BROKER_FD\"])])"
+        #expect(lines[1].contains(advice) && lines[1].contains("close_fds=True"), "\(lines[1])")
+        #expect(lines[2] == "passed 0 /run/sandboxed-run/grants/1", "\(lines[2])")
+        #expect(lines[3].hasPrefix("reused 125 ") && lines[3].contains("is a pipe, not a live-grant broker's socket"), "\(lines[3])")
+        #expect(lines[3].contains("closed on the way here and its number reused") && lines[3].contains(advice), "\(lines[3])")
+    }
+
     @Test func aReadOnlyPickIsReadOnly() throws {
         let script = """
             p=$("$SANDBOXED_RUN" open-panel --read-only) || exit 9

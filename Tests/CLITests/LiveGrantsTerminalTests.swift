@@ -99,6 +99,50 @@ final class PersonAtTerminal: @unchecked Sendable {
     }
 }
 
+/// What a terminal emulator's Enter and Ctrl-C send, given what it was
+/// told so far: the kitty keyboard flags (a stack: push `CSI > f u`, pop
+/// `CSI < n u`, set `CSI = f ; m u`) and xterm's modifyOtherKeys
+/// (`CSI > 4 ; n m`). A pty has no emulator, so the test plays its part.
+struct EmulatedKeyboard {
+    var kitty: [Int] = [0]
+    var otherKeys = 0
+
+    init(_ shown: [UInt8]) {
+        var index = 0
+        while index + 1 < shown.count {
+            guard shown[index] == 0x1B, shown[index + 1] == UInt8(ascii: "[") else { index += 1; continue }
+            var end = index + 2
+            while end < shown.count, (0x20...0x3F).contains(shown[end]) { end += 1 }
+            guard end < shown.count else { break }
+            let body = String(decoding: shown[(index + 2)..<end], as: UTF8.self)
+            let marker = body.first.map(String.init) ?? ""
+            let numbers = body.dropFirst().split(separator: ";", omittingEmptySubsequences: false).map { Int($0) }
+            switch (marker, shown[end]) {
+            case (">", UInt8(ascii: "u")): kitty.append(numbers.first.flatMap { $0 } ?? 0)
+            case ("<", UInt8(ascii: "u")):
+                for _ in 0..<(numbers.first.flatMap { $0 } ?? 1) where kitty.count > 1 { kitty.removeLast() }
+                if kitty.count == 1 { kitty = [0] }
+            case ("=", UInt8(ascii: "u")):
+                let flags = numbers.first.flatMap { $0 } ?? 0
+                switch numbers.count > 1 ? numbers[1] ?? 1 : 1 {
+                case 2: kitty[kitty.count - 1] |= flags
+                case 3: kitty[kitty.count - 1] &= ~flags
+                default: kitty[kitty.count - 1] = flags
+                }
+            case (">", UInt8(ascii: "m")) where numbers.first == 4:
+                otherKeys = numbers.count > 1 ? numbers[1] ?? 0 : 0
+            default: break
+            }
+            index = end + 1
+        }
+    }
+
+    /// Flag 8 (every key as an escape code) turns Enter into `CSI 13 u`.
+    var enter: String { kitty.last! & 8 != 0 ? "\u{1B}[13u" : "\r" }
+    /// Any kitty flag, or modifyOtherKeys 2, turns Ctrl-C into an escape sequence.
+    var ctrlC: String { kitty.last! != 0 ? "\u{1B}[99;5u" : otherKeys >= 2 ? "\u{1B}[27;5;99~" : "\u{03}" }
+}
+
 /// The terminal picker: without `--picker`, an open panel asks the person on
 /// the terminal the launcher relays. The command's output is held back while
 /// the question is up, keys typed then never reach the command, Ctrl-C only
@@ -269,6 +313,62 @@ final class PersonAtTerminal: @unchecked Sendable {
         #expect(text.contains("half line "), "what the command wrote before is shown")
     }
 
+    /// The command turns on what changes the keys a terminal sends
+    /// (modifyOtherKeys 2, kitty keyboard flags, cursor-key and keypad
+    /// modes, mouse reports, bracketed paste), then asks twice. The
+    /// question turns them off before its first line, so the person's Ctrl-C
+    /// (as their emulator would send it: `EmulatedKeyboard`) cancels and
+    /// Enter answers; after each question the command gets its modes back
+    /// before its next output is shown.
+    @Test func keysArriveAsTypedWhateverModesTheCommandSet() throws {
+        let terminal = try PersonAtTerminal()
+        let modes = "\u{1B}[>4;2m\u{1B}[>9u\u{1B}[?1h\u{1B}=\u{1B}[?1000;1006h\u{1B}[?2004h"
+        let script = """
+            printf '%s' "$MODES"; echo modes-set
+            read -r go
+            "$SANDBOXED_RUN" open-panel; echo "first $?"
+            p=$("$SANDBOXED_RUN" open-panel); echo "second $? $p"
+            """
+        let process = try start(terminal, script, options: ["--setenv", "MODES=" + modes])
+        #expect(terminal.waitFor("modes-set"), "\(terminal.output)")
+        #expect(EmulatedKeyboard(terminal.bytes).ctrlC == "\u{1B}[99;5u", "the command's modes changed what Ctrl-C sends")
+        terminal.type("go\r")  // the modes reached the terminal before the question
+        #expect(terminal.waitFor(Self.question), "\(terminal.output)")
+        let asked = EmulatedKeyboard(terminal.bytes)
+        #expect(asked.ctrlC == "\u{03}" && asked.enter == "\r", "kitty \(asked.kitty), modifyOtherKeys \(asked.otherKeys)")
+        terminal.type(asked.ctrlC)
+        #expect(terminal.waitFor("first 1", seconds: 10), "Ctrl-C did not cancel: \(terminal.output.debugDescription)")
+        // As the terminal stood when the command went on (the second question may be up already).
+        let shownNow = terminal.output
+        let goneOn = try #require(shownNow.range(of: "first 1"))
+        let back = EmulatedKeyboard(Array(shownNow[..<goneOn.lowerBound].utf8))
+        #expect(back.kitty.last == 9 && back.otherKeys == 2, "the command's keyboard modes were given back: \(back)")
+
+        #expect(terminal.waitFor(Self.question, times: 2), "\(terminal.output)")
+        terminal.type(folder + EmulatedKeyboard(terminal.bytes).enter)
+        #expect(terminal.finish(process) == 0, "\(terminal.output.debugDescription)")
+        let shown = terminal.output
+        #expect(shown.contains("second 0 /run/sandboxed-run/grants/1"), "Enter did not answer: \(shown.debugDescription)")
+
+        // What was written: each mode off between the command's output and the question ...
+        let set = try #require(shown.range(of: "modes-set"), "\(shown)")
+        let first = try #require(shown.range(of: "asks for a folder"), "\(shown)")
+        let before = String(shown[set.upperBound..<first.lowerBound])
+        for (sequence, what) in [("\u{1B}[>4;0m", "modifyOtherKeys"), ("\u{1B}[>0u", "kitty flags pushed"), ("\u{1B}[?1l", "cursor keys"),
+                                 ("\u{1B}>", "keypad"), ("\u{1B}[?1000l", "mouse reports"), ("\u{1B}[?1006l", "SGR mouse"),
+                                 ("\u{1B}[?2004l", "bracketed paste")] {
+            #expect(before.contains(sequence), "\(what) not turned off: \(before.debugDescription)")
+        }
+        // ... and given back after it, before the command's next output.
+        let cancelled = try #require(shown.range(of: "Cancelled: nothing granted."), "\(shown)")
+        let next = try #require(shown.range(of: "first 1"), "\(shown)")
+        let after = String(shown[cancelled.upperBound..<next.lowerBound])
+        for (sequence, what) in [("\u{1B}[<u", "kitty flags popped"), ("\u{1B}[>4;2m", "modifyOtherKeys"),
+                                 ("\u{1B}[?1;1000;1006;2004h", "cursor keys, mouse, paste"), ("\u{1B}=", "keypad")] {
+            #expect(after.contains(sequence), "\(what) not given back: \(after.debugDescription)")
+        }
+    }
+
     /// The command times its question to appear while the person types (to
     /// the command): what they type before the question asks for the answer
     /// (`settle`, half a second) is neither echoed nor taken.
@@ -296,10 +396,16 @@ final class PersonAtTerminal: @unchecked Sendable {
         var modes = termios()
         #expect(tcgetattr(terminal.terminal, &modes) == 0)
         let before = modes
-        let process = try start(terminal, "(\"$SANDBOXED_RUN\" open-panel &); sleep 2; echo bye")
+        let process = try start(terminal, "printf '\\033[?1000h'; echo mouse-on; read -r go; (\"$SANDBOXED_RUN\" open-panel &); sleep 2; echo bye")
+        #expect(terminal.waitFor("mouse-on"), "\(terminal.output)")
+        terminal.type("go\n")
         #expect(terminal.waitFor(Self.question), "\(terminal.output)")
         #expect(terminal.finish(process) == 0, "\(terminal.output)")
         #expect(terminal.output.contains("The sandbox ended: nothing granted."), "\(terminal.output)")
+        // Only what the question pushed is undone: the ended command's mouse reports stay off.
+        let ended = try #require(terminal.output.range(of: "The sandbox ended: nothing granted."))
+        let rest = String(terminal.output[ended.upperBound...])
+        #expect(rest.contains("\u{1B}[<u") && !rest.contains("\u{1B}[?1000h"), "\(rest.debugDescription)")
         var after = termios()
         #expect(tcgetattr(terminal.terminal, &after) == 0)
         #expect(withUnsafeBytes(of: before) { a in withUnsafeBytes(of: after) { b in a.elementsEqual(b) } }, "the terminal's modes changed")

@@ -15,7 +15,7 @@ import SystemPackage
         let home = Home()
         let session = try SessionTests.session(home)
         let issued = try session.broker().grant(app: memo, folder: try home.folder("Vault"), access: .readWrite)
-        let held = SandboxRecord.Held(grant: issued.id, path: issued.path, kind: .fixed)
+        let held = SandboxRecord.Held(grant: issued.id, path: issued.path, origin: .launch, revocation: .keptUntilEnd)
         // Resolved, then revoked by another process before the record is written.
         #expect(try session.broker().revoke(grant: issued.id.hex) == 1)
         let registration = SandboxRegistration(records: { () throws(GrantError) in try session.runningSandboxes() }, app: memo, view: .host, command: [Array("/bin/true".utf8)])
@@ -25,7 +25,7 @@ import SystemPackage
         // A live grant: recorded, seen as this process's, removed at the end.
         let live = try session.broker().grant(app: memo, folder: try home.folder("Notes"), access: .readOnly)
         let kept = SandboxRegistration(records: { () throws(GrantError) in try session.runningSandboxes() }, app: memo, view: .private, command: [Array("/bin/true".utf8), [0xff, 0x1b]])
-        try kept.begin([SandboxRecord.Held(grant: live.id, path: live.path, kind: .fixed)], broker: session.broker())
+        try kept.begin([SandboxRecord.Held(grant: live.id, path: live.path, origin: .launch, revocation: .keptUntilEnd)], broker: session.broker())
         let survey = try session.runningSandboxes().survey()
         let record = try #require(survey.running.first)
         #expect(survey.running.count == 1 && record.launcher.pid == getpid() && record.view == .private)
@@ -52,7 +52,9 @@ import SystemPackage
         let long = [UInt8](repeating: 0x41, count: 3000)
         let record = SandboxRecord(
             launcher: me, app: "com.example.memo", view: .host,
-            grants: [.init(grant: id, path: FilePath(bytes: [0x2f, 0xff, 0x0a, 0x1b]), kind: .detachable)],
+            grants: [.init(grant: id, path: FilePath(bytes: [0x2f, 0xff, 0x0a, 0x1b]), origin: .attached, revocation: .takenAway),
+                     .init(grant: id, path: FilePath("/launch/own-mount"), origin: .launch, revocation: .takenAway),
+                     .init(grant: id, path: FilePath("/launch/rule"), origin: .launch, revocation: .keptUntilEnd)],
             command: [long, [0x0a], long, long])
         #expect(record.command.count == 2 && record.omittedArguments == 2, "the command line is capped at \(SandboxRecord.commandLimit) bytes")
         let bytes = record.encoded()
@@ -60,6 +62,35 @@ import SystemPackage
         #expect(decoded == record)
         for cut in [bytes.count - 1, bytes.count - 5, bytes.count / 2, 10, 0] {
             guard case .failure = SandboxRecord.decode(Array(bytes.prefix(cut))) else { Issue.record("a record cut at \(cut) was read"); continue }
+        }
+        let text = String(decoding: bytes, as: UTF8.self)
+        #expect(text.hasPrefix("sandboxed-run-running 2\n"), "\(text)")
+        #expect(text.contains("grant \(id.hex) launch taken-away "), "\(text)")
+        // Nothing a launcher writes: an attached grant is always taken away.
+        let impossible = text.replacingOccurrences(of: "attached taken-away", with: "attached kept-until-end")
+        guard case .failure(let refused) = SandboxRecord.decode(Array(impossible.utf8)) else { Issue.record("an attached grant kept until the end was read"); return }
+        #expect(refused.problem.contains("not a grant"), "\(refused.problem)")
+        // Format 2's words in a format 1 record, and the reverse: refused.
+        let mixed = text.replacingOccurrences(of: "sandboxed-run-running 2", with: "sandboxed-run-running 1")
+        guard case .failure = SandboxRecord.decode(Array(mixed.utf8)) else { Issue.record("format 2 grants read as format 1"); return }
+        let unrecorded = text.replacingOccurrences(of: "attached taken-away", with: "unrecorded taken-away")
+        guard case .failure = SandboxRecord.decode(Array(unrecorded.utf8)) else { Issue.record("\"unrecorded\" read in format 2"); return }
+    }
+
+    /// A record an earlier sandboxed-run wrote (format 1: "fixed" or
+    /// "detachable") is read as far as it says: fixed was a launch-time
+    /// grant kept until the end; detachable is taken away, attached or not.
+    @Test func aFormat1RecordIsReadAsFarAsItSays() throws {
+        let me = try ProcessIdentity.current()
+        let id = GrantID(digest: [UInt8](repeating: 9, count: 32))
+        let text = "sandboxed-run-running 1\nboot \(me.boot)\npidns \(me.pidNamespace)\npid \(me.pid)\nstart \(me.startTime)\n"
+            + "app \(Printable.hex(Array("com.example.memo".utf8)))\nview private\n"
+            + "grant \(id.hex) fixed \(Printable.hex(Array("/a".utf8)))\ngrant \(id.hex) detachable \(Printable.hex(Array("/b".utf8)))\nend\n"
+        guard case .success(let record) = SandboxRecord.decode(Array(text.utf8)) else { Issue.record("not read"); return }
+        #expect(record.grants.map(\.origin) == [.launch, .unrecorded] && record.grants.map(\.revocation) == [.keptUntilEnd, .takenAway])
+        for word in ["launch", "attached taken-away"] {
+            let wrong = text.replacingOccurrences(of: " fixed ", with: " \(word) ")
+            guard case .failure = SandboxRecord.decode(Array(wrong.utf8)) else { Issue.record("\(word) read in format 1"); continue }
         }
     }
 }

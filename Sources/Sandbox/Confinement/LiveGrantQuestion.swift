@@ -82,16 +82,20 @@ public final class LiveGrantTerminalSession: @unchecked Sendable {
     /// the strings that CAN does not; the default and palette colours (OSC
     /// 104, 110, 111: text drawn in the background's colour), the scroll
     /// region (saved and restored around it: setting it moves the cursor),
-    /// insert mode, wrapping, a hidden cursor, the character set, every
-    /// attribute (concealed, reversed, blinking), cursor-key and keypad
-    /// modes, bracketed paste (a pasted path would be wrapped in escapes)
-    /// and mouse and focus reports (they would type escapes). Then a fresh
-    /// line, and everything below the cursor erased.
+    /// the character set, every attribute (concealed, reversed, blinking);
+    /// then the modes that change what keys, clicks and pastes send, which
+    /// `close` gives back to the command (`TerminalModes.plain`): cursor-key
+    /// and keypad modes, new-line mode, modifyOtherKeys and the kitty
+    /// keyboard flags (Enter and Ctrl-C would send escape sequences),
+    /// bracketed paste (a pasted path would be wrapped in escapes), mouse and
+    /// focus reports (they would type escapes), and insert mode, wrapping and
+    /// a hidden cursor. Then a fresh line, and everything below the cursor
+    /// erased. The alternate screen is left as it is: the question shows on
+    /// either, and leaving it would wipe the command's display.
     static let reset = "\u{18}\u{1B}\\"
         + "\u{1B}]104\u{1B}\\\u{1B}]110\u{1B}\\\u{1B}]111\u{1B}\\"
         + "\u{1B}7\u{1B}[r\u{1B}8"
-        + "\u{1B}[4l\u{1B}[?7h\u{1B}[?25h\u{1B}(B\u{0F}\u{1B}[0m\u{1B}[?1l\u{1B}>"
-        + "\u{1B}[?2004l\u{1B}[?1000l\u{1B}[?1002l\u{1B}[?1003l\u{1B}[?1006l\u{1B}[?1004l"
+        + "\u{1B}(B\u{0F}\u{1B}[0m" + TerminalModes.plain
         + "\r\n\u{1B}[J"
 
     /// Each line of the launcher's starts so: cleared, single width, and a
@@ -150,10 +154,15 @@ public final class LiveGrantTerminalSession: @unchecked Sendable {
         return answer.isEmpty ? .cancelled : .line(answer)
     }
 
-    /// Gives the terminal back to the command; safe to call more than once.
-    public func close() {
+    /// Gives the terminal back to the command, with the modes its output
+    /// had set (`TerminalModes.restore`); safe to call more than once.
+    /// `commandEnded`: the sandbox ended while asking, so only what the
+    /// question itself pushed is undone (a command killed mid-way must not
+    /// leave mouse reports on for the shell).
+    public func close(commandEnded: Bool = false) {
         guard !closed else { return }
         closed = true
+        write(relay.modesForCommand(commandEnded: commandEnded))
         relay.resumeForCommand()
     }
 

@@ -47,6 +47,9 @@ final class TerminalRelay {
     private var paused = false
     /// The terminal's modes while a question owns it.
     private var questionModes: termios?
+    /// What the command's output, as far as it reached the terminal, did to
+    /// the modes a question turns off (and gives back).
+    private var commandModes = TerminalModes()
 
     private enum Role { case input, master, output, window }
 
@@ -270,6 +273,8 @@ final class TerminalRelay {
         guard tcsetattr(input, TCSANOW, &modes) == 0 else { return nil }
         paused = true
         questionModes = modes
+        // The question starts with CAN (`LiveGrantTerminalSession.reset`).
+        commandModes.cancelSequence()
         return (inputCopy?.rawValue ?? input, outputCopy?.rawValue ?? output, interrupt)
     }
 
@@ -279,6 +284,13 @@ final class TerminalRelay {
         modes.c_lflag |= tcflag_t(ECHO)
         _ = tcflush(input, TCIFLUSH)
         _ = tcsetattr(input, TCSANOW, &modes)
+    }
+
+    /// What gives the command back the modes a question turned off
+    /// (`TerminalModes.restore`); `commandEnded`: only what the question
+    /// itself changed is undone, since nothing is left to want the rest.
+    func modesForCommand(commandEnded: Bool) -> String {
+        commandEnded ? TerminalModes().restore : commandModes.restore
     }
 
     /// Gives the terminal back to the command: raw again (keys typed after
@@ -335,7 +347,7 @@ final class TerminalRelay {
     }
 
     private func writeOutput() {
-        if toUser.drain(to: outputCopy?.rawValue ?? output) < 0, errno != EAGAIN, errno != EINTR {
+        if toUser.drain(to: outputCopy?.rawValue ?? output, seen: { commandModes.follow($0) }) < 0, errno != EAGAIN, errno != EINTR {
             writing = false  // the user's terminal is gone: discard, so the command never blocks
             toUser.clear()
         }
@@ -374,9 +386,16 @@ struct RelayBuffer {
     }
 
     /// One write(2) of what is held: its result (errno set when -1).
-    mutating func drain(to fd: CInt) -> Int {
+    /// `seen` gets the bytes written, in order.
+    mutating func drain(to fd: CInt, seen: (UnsafeRawBufferPointer) -> Void = { _ in }) -> Int {
         guard !isEmpty else { return 0 }
-        let count = storage.withUnsafeBytes { bytes in write(fd, bytes.baseAddress! + start, end - start) }
+        let count = storage.withUnsafeBytes { bytes in
+            let written = write(fd, bytes.baseAddress! + start, end - start)
+            let saved = errno
+            if written > 0 { seen(UnsafeRawBufferPointer(rebasing: bytes[start..<(start + written)])) }
+            errno = saved
+            return written
+        }
         if count > 0 {
             start += count
             if start == end { clear() }
