@@ -375,8 +375,7 @@ final class LiveGrantService: @unchecked Sendable {
             guard let reached else { return (LiveGrantReply(status: .refused, message: "the folder was not attached"), ["Refused: the folder was not attached."]) }
             self.area = area
             attached[issued.id] = Attached(path: reached, folder: folder, starts: 0, pinned: true)
-            // Only what revoke reports depends on the record: the launcher detaches a revoked grant either way.
-            try? registration?.attached(issued.id, path: issued.path)
+            try record(issued.id, path: issued.path)
             // Where the folder is, links resolved: what the person typed may have led elsewhere.
             let actual = folder.currentPath ?? path
             var lines = ["Granted \(Printable.path(actual)) (\(access.rawValue)) to \(app)."]
@@ -422,7 +421,7 @@ final class LiveGrantService: @unchecked Sendable {
             let reached = try area.attach(folder, writable: writable)
             self.area = area
             attached[grant.id] = Attached(path: reached, folder: folder, starts: 1, pinned: false)
-            try? registration?.attached(grant.id, path: path)
+            try record(grant.id, path: path)
             return LiveGrantReply(status: .granted, text: reached.bytes, bookmark: renewed)
         } catch {
             return LiveGrantReply(status: .refused, message: "\(error)")
@@ -456,6 +455,16 @@ final class LiveGrantService: @unchecked Sendable {
         entry.starts -= 1
         attached[id] = entry
         return LiveGrantReply(status: .granted, text: entry.path.bytes)
+    }
+
+    /// Records an attached folder in the sandbox's record, or takes it away
+    /// again: a folder `grants revoke` could not name would let it return 0
+    /// while the command still reaches the folder (fail closed).
+    private func record(_ id: GrantID, path: FilePath) throws {
+        do { try registration?.attached(id, path: path) } catch {
+            try? detach(id)
+            throw error
+        }
     }
 
     /// Takes the folder of `id` away, if nothing in the sandbox holds it

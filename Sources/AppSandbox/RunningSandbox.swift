@@ -86,7 +86,6 @@ extension SandboxSession {
             request.folders.append(granted.rule)
             request.pathVariables[granted.variable] = granted.rule.path
         }
-        // Made before the plan's protected-folder check, which then sees it.
         let records = grants.isEmpty ? nil : try runningSandboxes()
         let plan = try ConfinementPlan(request)
         try planned(plan)

@@ -25,9 +25,6 @@ public struct SandboxSession: Sendable {
     /// The launcher's environment: the source of the command's LANG, TERM
     /// and kept variables.
     public let environment: [String: String]
-    /// Where runtime state lives (the records of running sandboxes), nil to
-    /// choose by `runtimeCandidates`.
-    let runtimeDirectory: String?
 
     /// The default locations, derived from `environment` (the launcher's own,
     /// as the CLI passes it): `$XDG_STATE_HOME/sandboxed-run` or
@@ -41,15 +38,11 @@ public struct SandboxSession: Sendable {
         self.init(stateDirectory: state + "/sandboxed-run", containerBase: data + "/sandboxed-run", environment: environment)
     }
 
-    /// Named locations (absolute paths). `runtimeDirectory`: the folder for
-    /// runtime state (the records `grants holders` reads); nil chooses it
-    /// from `environment` as the CLI does (`runtimeCandidates`), so that a
-    /// Swift launcher's sandboxes are seen by the CLI.
-    public init(stateDirectory: String, containerBase: String, environment: [String: String], runtimeDirectory: String? = nil) {
+    /// Named locations (absolute paths).
+    public init(stateDirectory: String, containerBase: String, environment: [String: String]) {
         self.stateDirectory = stateDirectory
         self.containerBase = containerBase
         self.environment = environment
-        self.runtimeDirectory = runtimeDirectory
     }
 
     private static func location(_ environment: [String: String], _ variable: String, _ underHome: String) -> String? {
@@ -59,45 +52,26 @@ public struct SandboxSession: Sendable {
     }
 
     /// Folders no rule may expose, whatever a policy or grant says: the
-    /// broker's state (it holds the sealing keys), every app's container,
-    /// and the runtime folders where the records of running sandboxes may be.
-    public var protectedFolders: [String] { [stateDirectory, containerBase] + runtimeCandidates }
+    /// broker's state (it holds the sealing keys and the records of running
+    /// sandboxes) and every app's container.
+    public var protectedFolders: [String] { [stateDirectory, containerBase] }
 
-    /// Where the records of running sandboxes may be kept, in order: the one
-    /// named; else `$XDG_RUNTIME_DIR/sandboxed-run`, `/run/user/UID/sandboxed-run`
-    /// (tmpfs, per user, emptied at logout and reboot), and for root
-    /// `/run/sandboxed-run`. The first whose every folder passes the state
-    /// folder's checks (the user's or root's, writable by nobody else) is
-    /// used; where none does, the state folder itself (records there are
-    /// not synced either: a record of another boot names nobody).
-    public var runtimeCandidates: [String] {
-        if let runtimeDirectory { return [runtimeDirectory] }
-        var candidates: [String] = []
-        if let runtime = environment["XDG_RUNTIME_DIR"], runtime.hasPrefix("/"), runtime.utf8.contains(where: { $0 != UInt8(ascii: "/") }) {
-            candidates.append(runtime + "/sandboxed-run")
-        }
-        let perUser = "/run/user/\(geteuid())"
-        var status = stat()
-        if stat(perUser, &status) == 0, status.st_mode & S_IFMT == S_IFDIR { candidates.append(perUser + "/sandboxed-run") }
-        if geteuid() == 0 { candidates.append("/run/sandboxed-run") }
-        return candidates.filter { $0 != stateDirectory }
-    }
-
-    /// The records of running sandboxes (`runtimeCandidates`).
+    /// The records of running sandboxes: `running/` in the state folder,
+    /// runtime state (written once, never synced; the boot id in each names
+    /// a launcher of this boot only). Not in a runtime folder an environment
+    /// variable names: one inside a container or a grant would let the
+    /// command rewrite the records (and have `revoke --end-holders` signal
+    /// any process of the user), and a launcher and a `revoke` that saw
+    /// different variables would not see each other's sandboxes.
     public func runningSandboxes() throws(GrantError) -> RunningSandboxes {
-        for candidate in runtimeCandidates {
-            // A folder that fails the checks is not used (never repaired);
-            // the next place is, so that launchers and `revoke` agree.
-            if let folder = try? StateDirectory(path: candidate) { return RunningSandboxes(folder: folder) }
-        }
-        return RunningSandboxes(folder: try StateDirectory(path: stateDirectory))
+        RunningSandboxes(folder: try StateDirectory(path: stateDirectory))
     }
 
     // MARK: The broker and links
 
     /// The broker over this session's state (made at the first grant).
     public func broker() throws(GrantError) -> GrantBroker {
-        try GrantBroker(state: try StateDirectory(path: stateDirectory), protectedFolders: [containerBase] + runtimeCandidates)
+        try GrantBroker(state: try StateDirectory(path: stateDirectory), protectedFolders: [containerBase])
     }
 
     /// The one rule for the links an unconfined process may follow (see

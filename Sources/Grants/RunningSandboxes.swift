@@ -194,11 +194,11 @@ public struct SandboxRecord: Sendable, Equatable {
     }
 }
 
-/// The records of running sandboxes: `running/` in a runtime folder (see
-/// `SandboxSession.runtimeDirectory`: on tmpfs where there is one), one file
-/// per launcher, which no sandbox can write (no rule may expose it). They are
-/// runtime state, not durable state: written once, never synced, since a
-/// reboot ends every sandbox they describe (and the boot id in each says so).
+/// The records of running sandboxes: `running/` in the state folder, one
+/// file per launcher, which no sandbox can write (no rule may expose it).
+/// They are runtime state, not durable state: written once, never synced,
+/// since a reboot ends every sandbox they describe (and the boot id in each
+/// says so).
 /// Read with the distrust of every state file: the folder and each file
 /// must be the user's, private, real (no link, FIFO or device) and in
 /// bounds; anything else is an error naming the file. A record is believed
@@ -207,12 +207,12 @@ public struct SandboxRecord: Sendable, Equatable {
 /// record (SIGKILL) leaves a record that names nobody, whatever process gets
 /// its pid later.
 public struct RunningSandboxes: Sendable {
-    /// The folder holding `running/`, checked as the state folder is.
+    /// The folder holding `running/` (the state folder).
     let base: StateDirectory
     static let folderName = "running"
     var folderPath: String { base.path + "/" + Self.folderName }
 
-    /// `folder`: the runtime folder (it holds `running/`).
+    /// `folder`: the state folder (it holds `running/`).
     public init(folder: StateDirectory) {
         base = folder
     }

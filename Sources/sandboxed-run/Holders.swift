@@ -159,9 +159,16 @@ struct RevokeReport {
         // still held the folder (a descriptor or working directory in it),
         // which is never left detached under it.
         // (A record also goes when its last grant was taken away: its launcher still runs.)
-        let ended = cutting.filter { record in
-            !survey.running.contains { $0.launcher == record.launcher } && (try? record.launcher.state()) != .running
+        // A launcher removes its record just before it exits: wait a moment for it to be gone.
+        func exits(_ record: SandboxRecord) -> Bool {
+            let until = Holding.now() + 0.3
+            while (try? record.launcher.state()) == .running {
+                guard Holding.now() < until else { return false }
+                usleep(10_000)
+            }
+            return true
         }
+        let ended = cutting.filter { record in !survey.running.contains { $0.launcher == record.launcher } && exits(record) }
         let cut = cutting.filter { record in
             !ended.contains { $0.launcher == record.launcher }
                 && !survey.running.contains { $0.launcher == record.launcher && !holds($0, .takenAway).isEmpty }

@@ -124,7 +124,7 @@ enum Environment {
     /// The variables the launcher itself reads. Copying the whole
     /// environment instead cost about 0.15 ms of every launch (thirty-odd
     /// strings and a dictionary, each made for the first time).
-    static let read = ["HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_RUNTIME_DIR", "LANG", "TERM"]
+    static let read = ["HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "LANG", "TERM"]
 
     /// Those of `read` that are set, read once: the launcher never changes its own.
     static let current: [String: String] = variables(read)

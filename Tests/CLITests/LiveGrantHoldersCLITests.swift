@@ -7,8 +7,8 @@ import Testing
 /// leave (stale, a reused pid, malformed, another user's).
 @Suite(.serialized) struct LiveGrantHoldersCLITests {
     let home = CLI.Home()
-    /// Runtime state: `$XDG_RUNTIME_DIR/sandboxed-run/running` (the harness puts it in the home).
-    var running: String { home.path + "/run/sandboxed-run/running" }
+    /// Runtime state in the state folder (written once, never synced).
+    var running: String { home.path + "/state/sandboxed-run/running" }
     static let app = "com.example.holder"
     static let canBecomeNobody = getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv")
     static let nobody = ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
@@ -452,7 +452,7 @@ import Testing
         let grants = try JSONSerialization.jsonObject(with: Data(id.utf8)) as! [[String: Any]]
         let path = try plantRecord(pid: 1, start: 1, grant: try #require(grants.first?["id"] as? String))
         // The runtime folder is the user's own (root made it, planting).
-        for folder in [home.path + "/run", home.path + "/run/sandboxed-run", running] { #expect(chown(folder, 65534, 65534) == 0) }
+        #expect(chown(running, 65534, 65534) == 0)
         #expect(chown(path, 0, 0) == 0)
         try refused("is owned by uid 0, not by you (uid 65534)", as: 65534, folder: folder)
     }

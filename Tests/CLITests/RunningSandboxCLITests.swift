@@ -11,8 +11,7 @@ import Testing
     let home = CLI.Home()
     static let app = "com.example.owner"
     static let launcher = (CLI.binary as NSString).deletingLastPathComponent + "/swift-launcher"
-    var runtimeRecords: String { home.path + "/run/sandboxed-run/running" }
-    var stateRecords: String { home.path + "/state/sandboxed-run/running" }
+    var runtimeRecords: String { home.path + "/state/sandboxed-run/running" }
 
     func vault(_ name: String = "Vault") throws -> String {
         let folder = home.path + "/" + name
@@ -53,15 +52,13 @@ import Testing
 
     static let holding = ["--", "/bin/sh", "-c", "echo started; exec /bin/sleep 600"]
 
-    /// The record of a sandbox holding a grant lives in the runtime folder
-    /// (`$XDG_RUNTIME_DIR/sandboxed-run`), not in the durable state, and
-    /// goes when the sandbox ends.
-    @Test func theRecordIsRuntimeState() throws {
+    /// The record of a sandbox holding a grant is in the state folder's
+    /// `running/`, and goes when the sandbox ends.
+    @Test func theRecordGoesWithTheSandbox() throws {
         _ = try vault()
         let (sandbox, _) = try start(CLI.binary, ["run", "--app", Self.app, "--grant", "VAULT=\(home.path)/Vault.bookmark"] + Self.holding)
         let records = (try? FileManager.default.contentsOfDirectory(atPath: runtimeRecords)) ?? []
         #expect(records.count == 1, "records in \(runtimeRecords): \(records)")
-        #expect(!FileManager.default.fileExists(atPath: stateRecords), "a record was written to the durable state")
         let holders = try CLI.run(["grants", "holders"], home: home)
         #expect(holders.stdout.contains("pid \(sandbox.processIdentifier)  \(Self.app)"), "\(holders)")
         kill(sandbox.processIdentifier, SIGTERM)
@@ -69,32 +66,34 @@ import Testing
         #expect(((try? FileManager.default.contentsOfDirectory(atPath: runtimeRecords)) ?? []).isEmpty, "the record outlived its sandbox")
     }
 
-    static let canBecomeNobody = getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv")
-    static let nobody = ["--reuid=65534", "--regid=65534", "--clear-groups", CLI.binary]
-
-    /// A runtime folder another user could write is never used (as the state
-    /// folder would be refused): the launcher and `grants holders` both take
-    /// the next place (here, for a user with no /run/user folder, the state
-    /// folder), and agree.
-    @Test(.enabled(if: canBecomeNobody, "needs root (to become uid 65534) and setpriv"))
-    func anUntrustedRuntimeFolderIsNotUsed() throws {
-        try FileManager.default.createDirectory(atPath: home.path + "/run", withIntermediateDirectories: true)
-        #expect(try CLI.program("/bin/chown", ["-R", "65534:65534", home.path]).status == 0)
-        #expect(chmod(home.path + "/run", 0o777) == 0)  // writable by others, not sticky
-        try FileManager.default.createDirectory(atPath: home.path + "/Vault", withIntermediateDirectories: true)
-        #expect(chown(home.path + "/Vault", 65534, 65534) == 0)
-        let picked = try CLI.program("/usr/bin/setpriv", Self.nobody + ["pick", "--app", Self.app, "--select", home.path + "/Vault", "-o", home.path + "/Vault.bookmark"],
-                                     environment: home.environment)
-        #expect(picked.status == 0, "\(picked)")
-        let (sandbox, _) = try start("/usr/bin/setpriv", Self.nobody + ["run", "--app", Self.app, "--grant", "VAULT=\(home.path)/Vault.bookmark"] + Self.holding)
+    /// No environment variable chooses where the records are (an attack
+    /// review put `XDG_RUNTIME_DIR` in the app's container, and the command
+    /// rewrote its record to name an unrelated process, which `revoke
+    /// --end-holders` then killed; a `revoke` run with another value saw no
+    /// sandbox and exited 0): they stay in the protected state folder.
+    @Test func aRuntimeFolderInTheContainerIsNotWhereRecordsGo() throws {
+        _ = try vault()
+        let container = try CLI.run(["container", "path", "--app", Self.app], home: home).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        let planted = container + "/rt"
+        try FileManager.default.createDirectory(atPath: planted, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: CLI.binary)
+        process.arguments = ["run", "--app", Self.app, "--grant", "VAULT=\(home.path)/Vault.bookmark"] + Self.holding
+        process.environment = home.environment.merging(["XDG_RUNTIME_DIR": planted]) { $1 }
+        let out = Pipe()
+        process.standardOutput = out
+        process.standardError = FileHandle.nullDevice
+        try process.run()
         defer {
-            kill(sandbox.processIdentifier, SIGKILL)
-            sandbox.waitUntilExit()
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
         }
-        #expect(!FileManager.default.fileExists(atPath: home.path + "/run/sandboxed-run"), "the untrusted folder was used")
-        #expect(((try? FileManager.default.contentsOfDirectory(atPath: stateRecords)) ?? []).count == 1, "not recorded in the state folder")
-        let holders = try CLI.program("/usr/bin/setpriv", Self.nobody + ["grants", "holders"], environment: home.environment)
-        #expect(holders.stdout.contains("\(Self.app)  private view"), "\(holders)")
+        #expect(String(decoding: out.fileHandleForReading.availableData, as: UTF8.self) == "started\n")
+        #expect(((try? FileManager.default.contentsOfDirectory(atPath: planted)) ?? []).isEmpty, "a record went into the container")
+        #expect(((try? FileManager.default.contentsOfDirectory(atPath: runtimeRecords)) ?? []).count == 1)
+        // Another session's value changes nothing either.
+        let holders = try CLI.program(CLI.binary, ["grants", "holders"], environment: home.environment.merging(["XDG_RUNTIME_DIR": home.path + "/other"]) { $1 })
+        #expect(holders.stdout.contains("pid \(process.processIdentifier)  \(Self.app)"), "\(holders)")
     }
 
     static let hasStrace = FileManager.default.isExecutableFile(atPath: "/usr/bin/strace")
