@@ -86,9 +86,10 @@ extension SandboxSession {
             request.folders.append(granted.rule)
             request.pathVariables[granted.variable] = granted.rule.path
         }
-        let records = grants.isEmpty ? nil : try runningSandboxes()
+        let records = grants.isEmpty ? nil : try broker?.runningSandboxes ?? runningSandboxes()
         let plan = try ConfinementPlan(request)
         try planned(plan)
+        LaunchPhases.mark("planned")
         var opened = broker
         let launchBroker = { () throws(GrantError) -> GrantBroker in
             if let opened { return opened }
@@ -112,6 +113,7 @@ extension SandboxSession {
                                        revocation: predicted.contains($0.name) ? .takenAway : .keptUntilEnd)
                 },
                 broker: try launchBroker())
+            LaunchPhases.mark("recorded")
         }
         let process = try plan.launch()
         let cut = Set(process.running?.launchGrants ?? [])

@@ -376,3 +376,9 @@ public struct RunningSandboxes: Sendable {
         return names
     }
 }
+
+extension GrantBroker {
+    /// The records of running sandboxes in this broker's state folder (the
+    /// folder it already opened and checked: no second walk to it).
+    public var runningSandboxes: RunningSandboxes { RunningSandboxes(folder: state) }
+}
