@@ -194,7 +194,14 @@ struct GrantsCommand: ParsableCommand {
         @Flag(help: "Print JSON.") var json = false
 
         func run() throws {
-            let records = try Picking.open().list(app: try app.map { try AppID($0) })
+            let broker = try Picking.open()
+            let records = try broker.list(app: try app.map { try AppID($0) })
+            let held = try broker.heldRevocations()
+            if held > 0 {
+                Console.notice("\(held) revocation\(held == 1 ? " is" : "s are") held in the revocation reserve, not yet in the ledger "
+                    + "(it could not be written: a full disk). They are in force and shown here; the next command that writes the ledger "
+                    + "(once there is room) writes them into it.")
+            }
             if json {
                 print(JSON.encode(records.map {
                     GrantReport(id: $0.id.hex, app: $0.app, access: $0.access.rawValue, path: JSONPath($0.path),
@@ -243,9 +250,29 @@ struct GrantsCommand: ParsableCommand {
             case (nil, nil, let folder?): selection = .folder(try Picking.absolute(folder))
             default: throw ValidationError("give exactly one of --grant, --app or --folder")
             }
-            let (count, named) = try broker.revoke(selection)
+            let outcome: GrantBroker.RevocationOutcome
+            do {
+                outcome = try broker.revoke(selection)
+            } catch {
+                // Unrecorded, no launcher learns of it and nothing is cut: what
+                // --end-holders asks is done all the same (then the error, 125).
+                if endHolders, case .revocationNotRecorded(_, _, let named) = error {
+                    _ = try RevokeReport(running: try SandboxSession.cli().runningSandboxes(), named: named).endEveryHolder()
+                }
+                throw error
+            }
+            let count = outcome.revoked
             print("revoked \(count) grant\(count == 1 ? "" : "s")")
-            let report = RevokeReport(running: try SandboxSession.cli().runningSandboxes(), named: named)
+            if let problem = outcome.notInLedger {
+                fflush(stdout)  // said after the count it explains
+                let them = outcome.held == 1 ? "it" : "them"
+                Console.error("the ledger could not be written (\(problem)). The revocation is held instead in \(outcome.reservePath), "
+                    + "space set aside when the state was made, so holding it needed no new space; it is synced and in force: the grants "
+                    + "resolve as revoked from now on, and running sandboxes are cut or listed as below. \(outcome.held) revocation"
+                    + (outcome.held == 1 ? " waits" : "s wait") + " there for the ledger: free space on the filesystem of \(broker.state.path), "
+                    + "then run this command again (or any that writes the ledger) to write \(them) into it.")
+            }
+            let report = RevokeReport(running: try SandboxSession.cli().runningSandboxes(), named: outcome.named)
             guard try report.run(end: endHolders ? true : keepHolders ? false : nil) else { throw ExitCode(3) }
         }
     }

@@ -177,6 +177,21 @@ struct RevokeReport {
         return Holding.end(holders, in: running) && elsewhere.isEmpty
     }
 
+    /// The revocation could not be recorded, so no launcher will cut
+    /// anything: every running sandbox holding a named grant, of either
+    /// kind, is ended (as --end-holders asked); true when all ended.
+    func endEveryHolder() throws -> Bool {
+        let survey = try running.survey()
+        let holders = survey.running.filter { record in record.grants.contains { named.contains($0.grant) } }
+        guard !holders.isEmpty else { return true }
+        print("ending \(holders.count) running sandbox\(holders.count == 1 ? "" : "es") that hold\(holders.count == 1 ? "s" : "") these grants, "
+            + "since they could not be revoked (--end-holders):")
+        for record in holders {
+            Holding.describe(record, grants: record.grants.filter { named.contains($0.grant) }).forEach { print($0) }
+        }
+        return Holding.end(holders, in: running)
+    }
+
     private func holdsBefore(_ record: SandboxRecord, in before: [SandboxRecord]) -> [SandboxRecord.Held] {
         before.first { $0.launcher == record.launcher }.map { holds($0, .detachable) } ?? []
     }
