@@ -132,12 +132,15 @@ struct RevokeReport {
         record.grants.filter { named.contains($0.grant) && $0.kind == kind }
     }
 
-    /// Reports and, when asked, ends; true when no running sandbox still holds a revoked grant.
-    func run(end: Bool?) throws -> Bool {
+    /// Reports and, when asked, ends; true when no running sandbox still
+    /// holds a revoked grant. `before`: the records as they were before the
+    /// revocation was written, so that a launcher that cut its folder before
+    /// this first looks is still reported as cut.
+    func run(end: Bool?, before: RunningSandboxes.Survey? = nil) throws -> Bool {
         guard !named.isEmpty else { return true }
         var survey = try running.survey()
         // Live grants: their launchers detach them; wait until the records say so.
-        let attached = survey.running.filter { !holds($0, .detachable).isEmpty }
+        let attached = (before?.running ?? survey.running).filter { !holds($0, .detachable).isEmpty }
         let deadline = Holding.now() + Holding.detachWait
         while survey.running.contains(where: { !holds($0, .detachable).isEmpty }), Holding.now() < deadline {
             usleep(20_000)
