@@ -146,6 +146,8 @@ public final class GrantBroker {
     /// Under the exclusive lock.
     private func makeState() throws(GrantError) -> Ledger {
         keyring.removeLeftovers()
+        // Before the ledger is made, which inherits it (see RevocationReserve.writeInPlace).
+        RevocationReserve.writeInPlace(in: state)
         let ledgerPath = state.path + "/" + Ledger.fileName
         let fd = openat(state.descriptor.rawValue, Ledger.fileName, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         if fd >= 0 {

@@ -241,6 +241,7 @@ struct RevocationReserve {
     static func make(in state: StateDirectory) throws(GrantError) {
         let shown = path(in: state)
         if try StateDirectory.statPrivateFile(fileName, in: state.descriptor, path: shown) != nil { return }
+        writeInPlace(in: state)
         let folder = state.descriptor.rawValue
         let temporary = fileName + ".tmp-" + String(UInt64.random(in: 0...UInt64.max), radix: 36)
         do throws(Errno) {
@@ -254,8 +255,8 @@ struct RevocationReserve {
             }
             let file = OwnedDescriptor(taking: fd)
             defer { if !unnamed { unlinkat(folder, temporary, 0) } }
-            // Before any data: btrfs sets NOCOW only on an empty file. Elsewhere there is no such flag.
-            _ = csb_set_no_copy_on_write(file.rawValue)
+            // Before any data: btrfs sets NOCOW only on an empty file.
+            writeInPlace(file.rawValue)
             if try file.status().st_mode & 0o7777 != 0o600 { _ = try syscallRetrying { fchmod(file.rawValue, 0o600) } }
             // Every byte written (no hole, no fallocate: an unwritten extent
             // may need new metadata when it is first written).
@@ -275,6 +276,31 @@ struct RevocationReserve {
                 ? .readOnlyState(path: state.path, needed: "making the revocation reserve")
                 : .stateDirectory(step: "making \(shown)", errno: error)
         }
+    }
+
+    // MARK: btrfs
+
+    /// On btrfs, marks `fd` (an empty file, or a folder, whose new files
+    /// inherit it) NOCOW: overwritten in place, with no new space needed.
+    /// Measured on a full btrfs: a pwrite into a NOCOW file's blocks
+    /// succeeds, into a copy-on-write file's it gives ENOSPC, and a write
+    /// through a shared mapping of it (SQLite's -shm) raises SIGBUS. NOCOW
+    /// files have no btrfs checksums; a snapshot makes the next write of
+    /// each block a copy again. Elsewhere nothing is done (no such flag).
+    static func writeInPlace(_ fd: CInt) {
+        var fsid: UInt64 = 0
+        var type: UInt64 = 0
+        guard csb_filesystem_identity(fd, &fsid, &type) == 0, type == FolderIdentity.btrfsMagic else { return }
+        _ = csb_set_no_copy_on_write(fd)
+    }
+
+    /// The state folder made NOCOW on btrfs (best effort), so that the
+    /// ledger's -wal and -shm, made again whenever no connection holds the
+    /// ledger, can be written on a full disk without SIGBUS (the ledger
+    /// file too, when the state is new).
+    static func writeInPlace(in state: StateDirectory) {
+        guard let folder = try? state.descriptor.reopenedFolder() else { return }
+        writeInPlace(folder.rawValue)
     }
 
     // MARK: Encoding
