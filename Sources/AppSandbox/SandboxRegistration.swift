@@ -19,6 +19,8 @@ final class SandboxRegistration: @unchecked Sendable {
     private var grants: [SandboxRecord.Held] = []
     /// False on a read-only runtime folder: nothing is recorded.
     private var recordable = true
+    /// Room for the next rewrite should the disk be full (see `RecordSpare`).
+    private var spare: RecordSpare?
 
     init(records: @escaping () throws(GrantError) -> RunningSandboxes, app: AppID, view: FileSystemView, command: [[UInt8]]) {
         self.records = records
@@ -97,7 +99,10 @@ final class SandboxRegistration: @unchecked Sendable {
             do { launcher = try ProcessIdentity.current() } catch { throw .stateDirectory(step: "reading this launcher's start time (/proc/self/stat)", errno: error) }
         }
         let next = SandboxRecord(launcher: launcher, app: app.rawValue, view: view, grants: grants, command: command)
-        try folder!.write(next)
+        try folder!.write(next, spare: &spare)
         record = next
+        // Made (again) after a write that found room: the first is made
+        // before the command starts, when it cannot have filled the disk.
+        if spare == nil { spare = folder!.makeSpare() }
     }
 }

@@ -3,6 +3,7 @@
 #include "csyscalls.h"
 #include "internal.h"
 
+#include <linux/fs.h>
 #include <sys/vfs.h>
 
 int csb_open_path(int dirfd, const char *path, int follow_symlinks) {
@@ -49,6 +50,15 @@ int csb_chmod_fd(int fd, uint32_t mode) {
     char path[32];
     csb_proc_fd_path(fd, path);
     return fchmodat(AT_FDCWD, path, (mode_t)mode, 0);
+}
+
+int csb_set_no_copy_on_write(int fd) {
+    // The kernel's FS_IOC_*FLAGS take an int, whatever their encoded size says.
+    int flags = 0;
+    if (ioctl(fd, FS_IOC_GETFLAGS, &flags) != 0) return -1;
+    if (flags & FS_NOCOW_FL) return 0;
+    flags |= FS_NOCOW_FL;
+    return ioctl(fd, FS_IOC_SETFLAGS, &flags);
 }
 
 int csb_chown_fd(int fd, uint32_t uid, uint32_t gid) {

@@ -10,7 +10,7 @@ extension GrantBroker {
     /// filesystem: every read-write grant of every app, live, revoked,
     /// pending or moved, and every folder a policy made writable at a launch.
     public func everWritableFolders() throws(GrantError) -> [LinkTrust.FolderKey] {
-        try reading()?.everWritableFolders() ?? []
+        try read { (ledger) throws(GrantError) in try ledger.everWritableFolders() } ?? []
     }
 
     /// Records each folder among `policy`'s read-write system paths, before a
@@ -25,7 +25,7 @@ extension GrantBroker {
                   let status = try? folder.status(), status.st_mode & S_IFMT == S_IFDIR else { continue }
             let identity = try FolderIdentity.of(folder, path: path)
             // Written only when new: a write removes the launch cache.
-            if try reading()?.isRecordedWritable(identity) == true { continue }
+            if try read({ (ledger) throws(GrantError) in try ledger.isRecordedWritable(identity) }) == true { continue }
             try writing().recordWritable(identity, path: path, source: "policy " + policy.source, at: Int64(time(nil)))
         }
     }

@@ -94,15 +94,26 @@ public final class GrantBroker {
         return file
     }
 
-    /// The ledger for reading, opened now if it was not (under the shared
-    /// lock), or nil while the state is new.
-    func reading() throws(GrantError) -> Ledger? {
+    /// Reads the ledger with `body`; nil while the state is new. The ledger
+    /// is opened now if it was not (under the shared lock) and kept, except
+    /// a snapshot (`Ledger.isSnapshot`: a disk too full to read it
+    /// otherwise), which is read under that lock and dropped.
+    func read<T>(_ body: (Ledger) throws(GrantError) -> T) throws(GrantError) -> T? {
+        if let openLedger { return try body(openLedger) }
+        guard !isNew else { return nil }
+        return try state.withLock(exclusive: false) { () throws(GrantError) -> T? in
+            guard let ledger = try readerLocked() else { return nil }
+            return try body(ledger)
+        }
+    }
+
+    /// The ledger for reading while the caller holds the state's lock
+    /// (either kind): the open one, or one opened now (kept unless a snapshot).
+    private func readerLocked() throws(GrantError) -> Ledger? {
         if let openLedger { return openLedger }
         guard !isNew else { return nil }
-        let ledger = try state.withLock(exclusive: false) { () throws(GrantError) in
-            try Ledger(state: state, vetted: try vettedLedgerFile(), access: .readOnly)
-        }
-        openLedger = ledger
+        let ledger = try Ledger(state: state, vetted: try vettedLedgerFile(), access: .readOnly)
+        if !ledger.isSnapshot { openLedger = ledger }
         return ledger
     }
 
@@ -112,12 +123,18 @@ public final class GrantBroker {
     /// for writing may change the ledger (its schema).
     func writing() throws(GrantError) -> Ledger {
         if let openLedger, openLedger.access == .readWrite { return openLedger }
-        let ledger = try state.withLock(exclusive: true) { () throws(GrantError) -> Ledger in
+        return try state.withLock(exclusive: true) { () throws(GrantError) -> Ledger in
             try LedgerCache.remove(from: state)
-            // Read again: another process may have made the state meanwhile.
-            if case .opened(let ledger) = try inspect(access: .readWrite, open: true) { return ledger }
-            return try makeState()
+            return try writingLocked()
         }
+    }
+
+    /// `writing` for a caller that holds the exclusive lock and removed the cache.
+    private func writingLocked() throws(GrantError) -> Ledger {
+        if let openLedger, openLedger.access == .readWrite { return openLedger }
+        // Read again: another process may have made the state meanwhile.
+        let ledger: Ledger
+        if case .opened(let opened) = try inspect(access: .readWrite, open: true) { ledger = opened } else { ledger = try makeState() }
         openLedger = ledger
         isNew = false
         return ledger
@@ -129,6 +146,8 @@ public final class GrantBroker {
     /// Under the exclusive lock.
     private func makeState() throws(GrantError) -> Ledger {
         keyring.removeLeftovers()
+        // Before the ledger is made, which inherits it (see RevocationReserve.writeInPlace).
+        RevocationReserve.writeInPlace(in: state)
         let ledgerPath = state.path + "/" + Ledger.fileName
         let fd = openat(state.descriptor.rawValue, Ledger.fileName, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         if fd >= 0 {
@@ -146,6 +165,9 @@ public final class GrantBroker {
             throw .stateDirectory(step: "opening \(ledgerPath)", errno: .noSuchFileOrDirectory)
         }
         let ledger = try Ledger(state: state, vetted: file, access: .readWrite, create: true)
+        // Before the keys (which make the state count): a state is made able
+        // to revoke on a full disk.
+        try RevocationReserve.make(in: state)
         // Renamed over an empty keys/ (older versions made one at once), if any.
         try keyring.makeFolder()
         return ledger
@@ -413,16 +435,20 @@ public final class GrantBroker {
     private func launchRecord(_ id: GrantID) throws(GrantError) -> GrantRecord? {
         guard !isNew else { return nil }
         let (keyID, key) = try keyring.current()
+        // The cache knows nothing of the revocation reserve, which a revoke
+        // on a full disk writes without changing the ledger: what it holds
+        // is applied, read before the cache (see `RevocationReserve.held`).
+        let held = try RevocationReserve.held(in: state)
         var cache: LedgerCache?
         if let files = try LedgerCache.Files.now(in: state), let cached = try LedgerCache.read(from: state, keyID: keyID, key: key),
            cached.files == files {
-            if let record = cached.record(id) { return record }
+            if let record = cached.record(id) { return RevocationReserve.applying(held, to: record) }
             cache = cached
         }
         return try state.withLock(exclusive: false) { () throws(GrantError) -> GrantRecord? in
             // Opened first (which may make the -wal), then the files' status,
             // then the read: a change after the status changes the status.
-            guard let ledger = try reading() else { return nil }
+            guard let ledger = try readerLocked() else { return nil }
             let files = try LedgerCache.Files.now(in: state)
             ledgerLookups += 1
             guard let record = try ledger.find(id) else { return nil }
@@ -462,18 +488,25 @@ public final class GrantBroker {
 
     // MARK: Listing and revoking
 
-    /// Every grant (pending ones too: `GrantRecord.pending`).
+    /// Every grant (pending ones too: `GrantRecord.pending`), with the
+    /// revocations the reserve holds applied.
     public func list(app: AppID? = nil) throws(GrantError) -> [GrantRecord] {
-        try reading()?.list(app: app?.rawValue) ?? []
+        try read { (ledger) throws(GrantError) in try ledger.list(app: app?.rawValue) } ?? []
     }
 
     public func count() throws(GrantError) -> Int {
-        try reading()?.count() ?? 0
+        try read { (ledger) throws(GrantError) in try ledger.count() } ?? 0
     }
 
-    /// The ledger's record of one grant, read now.
+    /// The ledger's record of one grant, read now (the reserve applied).
     func record(_ id: GrantID) throws(GrantError) -> GrantRecord? {
-        try reading()?.find(id)
+        try read { (ledger) throws(GrantError) in try ledger.find(id) } ?? nil
+    }
+
+    /// Revocations the reserve holds that the ledger could not take yet
+    /// (the disk was full when they were made).
+    public func heldRevocations() throws(GrantError) -> Int {
+        try RevocationReserve.held(in: state).count
     }
 
     /// Whether each grant is live (neither revoked, pending nor unknown),
@@ -508,41 +541,116 @@ public final class GrantBroker {
         case folder(String)
     }
 
-    /// Revokes the grants `selection` names: how many were live, and every
-    /// grant it names, revoked now or before (a running sandbox may still
-    /// hold one revoked earlier).
-    public func revoke(_ selection: Revocation) throws(GrantError) -> (revoked: Int, named: Set<GrantID>) {
+    /// What `revoke` did.
+    public struct RevocationOutcome: Sendable {
+        /// How many of the grants named were live, and are revoked now.
+        public let revoked: Int
+        /// Every grant the selection names, revoked now or before (a running
+        /// sandbox may still hold one revoked earlier).
+        public let named: Set<GrantID>
+        /// Why the ledger could not be written, when it could not (a full
+        /// disk): the revocations are then held in the revocation reserve,
+        /// synced and in force (every grant they name resolves as revoked),
+        /// until a later write of the ledger takes them in.
+        public let notInLedger: GrantError?
+        /// How many revocations the reserve holds now, not yet in the ledger.
+        public let held: Int
+        /// The reserve's path, to say where they are held.
+        public let reservePath: String
+    }
+
+    /// Revokes the grants `selection` names. The revocation is first written
+    /// into the revocation reserve (space taken ahead of time, synced), then
+    /// into the ledger together with any the reserve held; when the ledger
+    /// cannot be written (a full disk), the reserve alone holds it, and it
+    /// is in force all the same (`RevocationOutcome.notInLedger`). Throws,
+    /// revoking nothing, when neither can hold it: a reserve that is full or
+    /// missing, and a ledger that cannot be written.
+    public func revoke(_ selection: Revocation) throws(GrantError) -> RevocationOutcome {
+        let reservePath = RevocationReserve.path(in: state)
+        var target: RevocationReserve.Target?
         switch selection {
-        case .grant(let prefix):
-            let matches = try reading()?.find(prefix: prefix.lowercased()) ?? []
-            guard matches.count == 1 else {
-                throw .ledger(matches.isEmpty ? "no grant has an id starting with \(prefix): see `sandboxed-run grants list`" : "more than one grant starts with \(prefix): give more digits")
-            }
-            return (try writing().revoke(id: matches[0].id, at: Int64(time(nil))), [matches[0].id])
-        case .app(let app):
-            guard try reading() != nil else { return (0, []) }
-            let count = try writing().revoke(app: app.rawValue, at: Int64(time(nil)))
-            return (count, Set(try list(app: app).map(\.id)))
+        case .grant: break  // found in the ledger, under the lock
+        case .app(let app): target = .app(app.rawValue)
         case .folder(let path):
             let fd: OwnedDescriptor
             do { fd = try .openPath(FilePath(path), follow: true) } catch { throw .folderNotFound(path) }
-            let handle = try FolderIdentity.of(fd, path: FilePath(path)).handle
-            guard try reading() != nil else { return (0, []) }
-            let count = try writing().revoke(handle: handle, at: Int64(time(nil)))
-            return (count, Set(try reading()?.find(handle: handle).map(\.id) ?? []))
+            target = .folder(handle: try FolderIdentity.of(fd, path: FilePath(path)).handle)
+        }
+        let noGrant = { (prefix: String, matches: Int) in
+            GrantError.ledger(matches == 0 ? "no grant has an id starting with \(prefix): see `sandboxed-run grants list`" : "more than one grant starts with \(prefix): give more digits")
+        }
+        guard !isNew else {
+            if case .grant(let prefix) = selection { throw noGrant(prefix, 0) }
+            return RevocationOutcome(revoked: 0, named: [], notInLedger: nil, held: 0, reservePath: reservePath)
+        }
+        return try state.withLock(exclusive: true) { () throws(GrantError) -> RevocationOutcome in
+            // As before every change: no launch goes on trusting a cache of
+            // what the ledger said (see `LedgerCache`). An unlink needs no space.
+            try LedgerCache.remove(from: state)
+            // A snapshot, on a disk too full to read the ledger otherwise, is
+            // exact here: the exclusive lock keeps every writer out.
+            guard let reader = try readerLocked() else { throw .ledger("the ledger could not be read") }
+            if case .grant(let prefix) = selection {
+                let matches = try reader.find(prefix: prefix.lowercased())
+                guard matches.count == 1 else { throw noGrant(prefix, matches.count) }
+                target = .grant(matches[0].id)
+            }
+            let named = try reader.find(target!)
+            let live = named.filter(\.isLive).count
+            let now = Int64(time(nil))
+            var reserve = try RevocationReserve.open(in: state)
+            // First where it needs no new space: from here on it is in force.
+            // Without a reserve, or with a full one, it goes to the ledger alone.
+            var unheld: GrantError?  // the reserve is full
+            if live > 0, reserve != nil {
+                do throws(GrantError) { try reserve!.hold(target!, at: now, named: Set(named.map(\.id))) } catch {
+                    guard case .revocationNotRecorded = error else { throw error }
+                    unheld = error
+                }
+            }
+            let direct = live > 0 && (reserve == nil || unheld != nil) ? [target!] : []
+            let outcome = { (notInLedger: GrantError?) in
+                RevocationOutcome(revoked: live, named: Set(named.map(\.id)), notInLedger: notInLedger,
+                                  held: notInLedger == nil ? 0 : reserve?.entries.count ?? 0, reservePath: reservePath)
+            }
+            // Nothing new, and nothing held to take in: the ledger is left alone.
+            guard !direct.isEmpty || reserve?.entries.isEmpty == false else { return outcome(nil) }
+            do throws(GrantError) {
+                try writingLocked().fold(direct: direct, at: now)
+            } catch {
+                if unheld != nil {
+                    throw .revocationNotRecorded(
+                        problem: "the ledger could not be written (\(error)), and the revocation reserve \(reservePath) is full: it holds "
+                            + "\(reserve?.entries.count ?? 0) revocations made while the ledger could not take them",
+                        fix: "Free space on the filesystem of \(state.path), then run this again: the next write of the ledger takes the held revocations in and frees the reserve.",
+                        named: Set(named.map(\.id)))
+                }
+                guard reserve != nil else {
+                    throw .revocationNotRecorded(
+                        problem: "the ledger could not be written (\(error)), and this state has no revocation reserve (\(reservePath)) to hold the "
+                            + "revocation instead: it is made with the state, or by the first write of the ledger with room in a state made before it existed",
+                        fix: "Free space on the filesystem of \(state.path), then run this again.", named: Set(named.map(\.id)))
+                }
+                return outcome(error)
+            }
+            return outcome(nil)
         }
     }
 
     /// Revokes one grant by id (or a unique prefix of it).
+    @discardableResult
     public func revoke(grant prefix: String) throws(GrantError) -> Int {
         try revoke(.grant(prefix)).revoked
     }
 
+    @discardableResult
     public func revoke(app: AppID) throws(GrantError) -> Int {
         try revoke(.app(app)).revoked
     }
 
     /// Revokes every grant of the folder at `path`, for every app.
+    @discardableResult
     public func revoke(folder path: String) throws(GrantError) -> Int {
         try revoke(.folder(path)).revoked
     }
@@ -550,7 +658,7 @@ public final class GrantBroker {
     /// Seals new bookmarks with a new key. Old bookmarks resolve as stale
     /// until `retireOldKeys`, after which they are invalid.
     public func rotateKey() throws(GrantError) {
-        let wasNew = try reading() == nil
+        let wasNew = isNew
         _ = try writing()  // a new state is made with a first key
         guard !wasNew else { return }
         try state.withLock(exclusive: true) { () throws(GrantError) in
@@ -560,7 +668,7 @@ public final class GrantBroker {
     }
 
     public func retireOldKeys() throws(GrantError) -> Int {
-        guard try reading() != nil else { return 0 }
+        guard !isNew else { return 0 }
         return try state.withLock(exclusive: true) { () throws(GrantError) in
             keyring.removeLeftovers()
             return try keyring.retireOldKeys()

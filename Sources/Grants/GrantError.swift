@@ -29,6 +29,10 @@ public enum GrantError: Error, Equatable, CustomStringConvertible, Sendable {
     /// The command needs to write the state, and it is read-only.
     case readOnlyState(path: String, needed: String)
     case ledger(String)
+    /// `revoke` could write the revocation neither into the ledger nor into
+    /// the revocation reserve (full, or missing): nothing was revoked.
+    /// `named`: the grants it would have revoked (their holders may be ended).
+    case revocationNotRecorded(problem: String, fix: String, named: Set<GrantID> = [])
     case keyring(String)
     case bookmarkFile(path: String, problem: String)
     /// `--grant` was not NAME=FILE.
@@ -65,6 +69,8 @@ public enum GrantError: Error, Equatable, CustomStringConvertible, Sendable {
             "the grant state at \(path) is read-only, and \(needed) needs to write it: make it writable (`chmod u+w \(path)`), or use a command that only reads"
         case .ledger(let problem):
             "the grant ledger failed: \(problem)"
+        case .revocationNotRecorded(let problem, let fix, _):
+            "nothing was revoked: \(problem). \(fix)"
         case .keyring(let problem):
             "the broker's keys failed: \(problem)"
         case .bookmarkFile(let path, let problem):

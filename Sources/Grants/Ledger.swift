@@ -51,6 +51,11 @@ final class Ledger {
     private let database: OpaquePointer
     /// False for a version-0 ledger read without write access.
     private(set) var hasPendingColumn = true
+    /// Read as SQLite's `immutable`: the main file alone, with the -wal
+    /// empty, in a folder nobody can write or on a disk too full for the
+    /// -shm that reading needs (see `init`). True only while no change can
+    /// come, so it is read under the state's lock and never kept.
+    let isSnapshot: Bool
 
     /// Opens the ledger in `state`, checked as `vetted` (its status, read
     /// without following links). With `create`, a ledger without tables
@@ -69,12 +74,16 @@ final class Ledger {
             opened = try Self.open(canonical, shown: path, access: access, immutable: readOnlyFolderFallback)
             // Opening is lazy: make SQLite read the header now.
             let probe = Self.userVersion(opened!)
-            if access == .readOnly, !readOnlyFolderFallback, probe.code & 0xFF == SQLITE_READONLY || probe.code & 0xFF == SQLITE_CANTOPEN,
+            if access == .readOnly, !readOnlyFolderFallback,
+               probe.code & 0xFF == SQLITE_READONLY || probe.code & 0xFF == SQLITE_CANTOPEN || Self.lacksSpace(opened!, probe.code),
                try Self.walIsEmpty(state: state, shown: path) {
                 // SQLite 3.40 cannot read a WAL database in a folder it may not
-                // write unless -wal and -shm exist. With no -wal content and a
-                // folder nobody can write (a writer must create -wal first),
-                // the file cannot change under us: read it as immutable.
+                // write unless -wal and -shm exist, nor where the disk is too
+                // full for the -shm it makes when no other connection has one
+                // (a command in a sandbox may have filled it). With no -wal
+                // content, the main file is the whole ledger, and under the
+                // state's lock no writer of ours can change it: read it as
+                // immutable, under that lock only (`isSnapshot`).
                 sqlite3_close_v2(opened)
                 readOnlyFolderFallback = true
                 continue
@@ -87,6 +96,7 @@ final class Ledger {
             break
         }
         database = opened!
+        isSnapshot = readOnlyFolderFallback
         // What SQLite opened is the file that was vetted: same inode, at the
         // same name in the same folder.
         var now = stat()
@@ -125,6 +135,13 @@ final class Ledger {
         // not reported as "database is locked".
         sqlite3_busy_timeout(handle, 10_000)
         return handle
+    }
+
+    /// Whether SQLite failed for want of space (or quota) on the disk.
+    private static func lacksSpace(_ database: OpaquePointer, _ code: Int32) -> Bool {
+        if code & 0xFF == SQLITE_FULL { return true }
+        let system = sqlite3_system_errno(database)
+        return [SQLITE_IOERR, SQLITE_CANTOPEN].contains(code & 0xFF) && (system == ENOSPC || system == EDQUOT)
     }
 
     private static func userVersion(_ database: OpaquePointer) -> (code: Int32, version: Int) {
@@ -283,10 +300,29 @@ final class Ledger {
         }
     }
 
+    /// Records as read, with the revocations the reserve holds applied:
+    /// the reserve read first (see `RevocationReserve.held`).
+    private func applyingHeld(_ query: () throws(GrantError) -> [GrantRecord]) throws(GrantError) -> [GrantRecord] {
+        let held = try RevocationReserve.held(in: state)
+        let records = try query()
+        return held.isEmpty ? records : records.map { RevocationReserve.applying(held, to: $0) }
+    }
+
     func find(_ id: GrantID) throws(GrantError) -> GrantRecord? {
-        let statement = try prepare("SELECT \(columns) FROM grants WHERE id = ?")
-        try statement.bind(id.digest)
-        return try statement.rows().first
+        try applyingHeld { () throws(GrantError) in
+            let statement = try prepare("SELECT \(columns) FROM grants WHERE id = ?")
+            try statement.bind(id.digest)
+            return try statement.rows()
+        }.first
+    }
+
+    /// Every grant `target` names (revoked or not).
+    func find(_ target: RevocationReserve.Target) throws(GrantError) -> [GrantRecord] {
+        switch target {
+        case .grant(let id): try find(id).map { [$0] } ?? []
+        case .app(let app): try list(app: app)
+        case .folder(let handle): try find(handle: handle)
+        }
     }
 
     /// Grants whose id starts with the hex `prefix` (for `revoke --grant`).
@@ -296,48 +332,73 @@ final class Ledger {
         guard !prefix.isEmpty, prefix.count <= digits,
               let low = Keyring.decodeHex(prefix + String(repeating: "0", count: digits - prefix.count)),
               let high = Keyring.decodeHex(prefix + String(repeating: "f", count: digits - prefix.count)) else { return [] }
-        let statement = try prepare("SELECT \(columns) FROM grants WHERE id >= ? AND id <= ? LIMIT 2")
-        try statement.bind(low, high)
-        return try statement.rows()
+        return try applyingHeld { () throws(GrantError) in
+            let statement = try prepare("SELECT \(columns) FROM grants WHERE id >= ? AND id <= ? LIMIT 2")
+            try statement.bind(low, high)
+            return try statement.rows()
+        }
     }
 
     /// Every grant of the folder with file handle `handle`, for every app.
     func find(handle: [UInt8]) throws(GrantError) -> [GrantRecord] {
-        let statement = try prepare("SELECT \(columns) FROM grants WHERE handle = ?")
-        try statement.bind(handle)
-        return try statement.rows()
+        try applyingHeld { () throws(GrantError) in
+            let statement = try prepare("SELECT \(columns) FROM grants WHERE handle = ?")
+            try statement.bind(handle)
+            return try statement.rows()
+        }
     }
 
     func list(app: String?) throws(GrantError) -> [GrantRecord] {
-        let statement: Statement
-        if let app {
-            statement = try prepare("SELECT \(columns) FROM grants WHERE app = ? ORDER BY created, path")
-            try statement.bind(app)
-        } else {
-            statement = try prepare("SELECT \(columns) FROM grants ORDER BY app, created, path")
+        try applyingHeld { () throws(GrantError) in
+            let statement: Statement
+            if let app {
+                statement = try prepare("SELECT \(columns) FROM grants WHERE app = ? ORDER BY created, path")
+                try statement.bind(app)
+            } else {
+                statement = try prepare("SELECT \(columns) FROM grants ORDER BY app, created, path")
+            }
+            return try statement.rows()
         }
-        return try statement.rows()
     }
 
     func count() throws(GrantError) -> Int {
         Int(try scalar("SELECT count(*) FROM grants"))
     }
-    /// Marks matching live grants revoked; returns how many.
-    func revoke(id: GrantID? = nil, app: String? = nil, handle: [UInt8]? = nil, at time: Int64) throws(GrantError) -> Int {
-        var conditions = ["revoked IS NULL"]
-        if id != nil { conditions.append("id = ?") }
-        if app != nil { conditions.append("app = ?") }
-        if handle != nil { conditions.append("handle = ?") }
-        var values: [any SQLValue] = [time]
-        if let id { values.append(id.digest) }
-        if let app { values.append(app) }
-        if let handle { values.append(handle) }
-        return try changing { () throws(GrantError) -> Int in
-            let statement = try prepare("UPDATE grants SET revoked = ? WHERE " + conditions.joined(separator: " AND "))
-            try statement.bind(values)
-            try statement.stepDone()
-            return Int(sqlite3_changes(database))
+    /// Marks the live grants `target` names revoked at `time`; how many.
+    /// Inside a transaction.
+    private func apply(_ target: RevocationReserve.Target, at time: Int64) throws(GrantError) -> Int {
+        let (column, value): (String, any SQLValue) = switch target {
+        case .grant(let id): ("id", id.digest)
+        case .app(let app): ("app", app)
+        case .folder(let handle): ("handle", handle)
         }
+        let statement = try prepare("UPDATE grants SET revoked = ? WHERE revoked IS NULL AND \(column) = ?")
+        try statement.bind(time, value)
+        try statement.stepDone()
+        return Int(sqlite3_changes(database))
+    }
+
+    /// Writes every revocation the reserve holds, and `direct` (revoked at
+    /// `time`: for a state without a reserve), into the ledger in one
+    /// transaction, then frees their slots; how many grants that revoked.
+    /// Under the state's exclusive lock, the launch cache removed. Every
+    /// change of the ledger runs it first (`changing`), so that no grant is
+    /// made while a slot of the reserve is held (an app's or folder's slot
+    /// then names only grants that were there when it was revoked).
+    @discardableResult
+    func fold(direct: [RevocationReserve.Target] = [], at time: Int64 = Int64(Glibc.time(nil))) throws(GrantError) -> Int {
+        var reserve = try RevocationReserve.open(in: state)
+        let held = reserve?.entries ?? []
+        guard !held.isEmpty || !direct.isEmpty else { return 0 }
+        var count = 0
+        try transaction { () throws(GrantError) in
+            for entry in held { count += try apply(entry.target, at: entry.time) }
+            for target in direct { count += try apply(target, at: time) }
+        }
+        // Freed only once committed: a crash before leaves them held, and
+        // folding them again changes nothing (`revoked IS NULL`).
+        try reserve?.release(held)
+        return count
     }
 
     /// Every folder an app could write at some time, as its file handle and,
@@ -424,11 +485,17 @@ final class Ledger {
     /// Every change to the ledger (but the schema's, made under the
     /// broker's own exclusive lock: `GrantBroker.writing`): under the state's
     /// exclusive lock, after the launch cache is removed, so that no launch
-    /// goes on trusting what was read before it (see `LedgerCache`).
+    /// goes on trusting what was read before it (see `LedgerCache`), and
+    /// after the revocations the reserve holds are folded in (`fold`). A
+    /// state without a reserve gets one now, while there is room (one made
+    /// before reserves existed, or whose making failed).
     private func changing<T>(_ body: () throws(GrantError) -> T) throws(GrantError) -> T {
         try state.withLock(exclusive: true) { () throws(GrantError) -> T in
             try LedgerCache.remove(from: state)
-            return try body()
+            try fold()
+            let result = try body()
+            try? RevocationReserve.make(in: state)
+            return result
         }
     }
 

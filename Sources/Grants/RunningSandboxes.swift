@@ -249,14 +249,38 @@ public struct RunningSandboxes: Sendable {
 
     /// Writes `record` whole (a new file linked or renamed over the old), so
     /// a reader sees the old record or the new. Not synced: see the type.
-    public func write(_ record: SandboxRecord) throws(GrantError) {
+    /// Where the disk is full (the fallback folder is the state folder, on
+    /// the filesystem the command writes), the record goes into `spare`,
+    /// which is then used up.
+    public func write(_ record: SandboxRecord, spare: inout RecordSpare?) throws(GrantError) {
         guard let folder = try folder(create: true) else { throw .stateDirectory(step: "making \(folderPath)", errno: .noSuchFileOrDirectory) }
         guard record.grants.count <= SandboxRecord.grantLimit else {
             throw .stateDirectory(step: "recording more than \(SandboxRecord.grantLimit) grants of one sandbox", errno: .fileTooLarge)
         }
-        do { try AtomicFile.replace(record.fileName, in: folder, with: record.encoded(), mode: 0o600, durable: false) } catch {
+        let bytes = record.encoded()
+        do {
+            try AtomicFile.replace(record.fileName, in: folder, with: bytes, mode: 0o600, durable: false)
+        } catch let error where (error == .noSpace || error == .diskQuotaExceeded) && spare != nil && bytes.count <= RecordSpare.size {
+            do { try spare!.replace(record.fileName, in: folder, with: bytes) } catch {
+                throw .stateDirectory(step: "writing \(folderPath)/\(record.fileName) (into the space kept for it: the disk is full)", errno: error)
+            }
+            spare = nil
+        } catch {
             throw .stateDirectory(step: "writing \(folderPath)/\(record.fileName)", errno: error)
         }
+    }
+
+    /// `write` without a spare.
+    public func write(_ record: SandboxRecord) throws(GrantError) {
+        var none: RecordSpare?
+        try write(record, spare: &none)
+    }
+
+    /// Room for one rewrite of a record on a full disk, made now (while
+    /// there is room); nil where it cannot be made.
+    public func makeSpare() -> RecordSpare? {
+        guard let folder = try? folder(create: true) else { return nil }
+        return RecordSpare(in: folder)
     }
 
     /// Removes the record of `launcher`. Not synced: a record that outlives
@@ -381,4 +405,51 @@ extension GrantBroker {
     /// The records of running sandboxes in this broker's state folder (the
     /// folder it already opened and checked: no second walk to it).
     public var runningSandboxes: RunningSandboxes { RunningSandboxes(folder: state) }
+}
+
+/// Space for one rewrite of a running sandbox's record where the disk is
+/// full: an unnamed file (O_TMPFILE) in `running/`, written whole ahead of
+/// time and held open by the launcher. A rewrite that finds no room puts
+/// the record into its blocks (pwrite, then ftruncate, which only frees),
+/// links it in and renames it over the record, so that a folder detached
+/// on a full disk is not still named in the record (`revoke` would then
+/// wait for it and report it not yet cut). A launcher killed leaves nothing
+/// behind: the file has no name until it is used.
+public final class RecordSpare: @unchecked Sendable {
+    /// Far above a record of a few dozen grants.
+    public static let size = 64 << 10
+    private let file: OwnedDescriptor
+
+    init?(in folder: OwnedDescriptor) {
+        // O_TMPFILE (hidden by Glibc): __O_TMPFILE | O_DIRECTORY.
+        let fd = openat(folder.rawValue, ".", 0o20000000 | O_DIRECTORY | O_RDWR | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { return nil }
+        file = OwnedDescriptor(taking: fd)
+        // Real blocks: written, not a hole (nothing to allocate when it is used).
+        let zeros = [UInt8](repeating: 0, count: Self.size)
+        var done = 0
+        while done < zeros.count {
+            let wrote = zeros.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + done, zeros.count - done) }
+            if wrote < 0 && errno == EINTR { continue }
+            guard wrote > 0 else { return nil }
+            done += wrote
+        }
+    }
+
+    /// Becomes `name` in `folder`, holding `bytes`.
+    func replace(_ name: String, in folder: OwnedDescriptor, with bytes: [UInt8]) throws(Errno) {
+        var done = 0
+        while done < bytes.count {
+            done += try syscallRetrying { bytes.withUnsafeBytes { pwrite(file.rawValue, $0.baseAddress! + done, bytes.count - done, off_t(done)) } }
+        }
+        _ = try syscallRetrying { ftruncate(file.rawValue, off_t(bytes.count)) }
+        let temporary = name + ".tmp-" + String(UInt64.random(in: 0...UInt64.max), radix: 36)
+        _ = try syscallRetrying { linkat(AT_FDCWD, "/proc/self/fd/\(file.rawValue)", folder.rawValue, temporary, AT_SYMLINK_FOLLOW) }
+        do {
+            _ = try syscallRetrying { renameat(folder.rawValue, temporary, folder.rawValue, name) }
+        } catch {
+            unlinkat(folder.rawValue, temporary, 0)
+            throw error
+        }
+    }
 }

@@ -227,7 +227,14 @@ struct GrantsCommand: ParsableCommand {
         @Flag(help: "Print JSON.") var json = false
 
         func run() throws {
-            let records = try Picking.open().list(app: try app.map { try AppID($0) })
+            let broker = try Picking.open()
+            let records = try broker.list(app: try app.map { try AppID($0) })
+            let held = try broker.heldRevocations()
+            if held > 0 {
+                Console.notice("\(held) revocation\(held == 1 ? " is" : "s are") held in the revocation reserve, not yet in the ledger "
+                    + "(it could not be written: a full disk). They are in force and shown here; the next command that writes the ledger "
+                    + "(once there is room) writes them into it.")
+            }
             if json {
                 print(JSON.encode(records.map {
                     GrantReport(id: $0.id.hex, app: $0.app, access: $0.access.rawValue, path: JSONPath($0.path),
@@ -249,7 +256,10 @@ struct GrantsCommand: ParsableCommand {
             commandName: "revoke",
             abstract: "Revoke grants by id, app or folder; say which running sandboxes still hold them, and offer to end those.",
             discussion: """
-                The ledger is changed first: no launch after it gets the folder. Then running sandboxes that hold a \
+                The revocation is recorded first: no launch after it gets the folder. It goes into space set aside \
+                ahead of time in the state folder (the revocation reserve), then into the ledger; when the disk is full \
+                and the ledger cannot be written, the reserve alone holds it, in force, until a later command that \
+                writes the ledger takes it in (revoke says so, and exits as below). Then running sandboxes that hold a \
                 revoked grant are named. In the private view a folder attached while running, or given at launch with \
                 a mount of its own, is detached by its launcher: revoke waits up to \(Int(Holding.detachWait)) s for \
                 that and says it was cut. A folder given at launch in the host view (a Landlock rule, which cannot be \
@@ -260,7 +270,8 @@ struct GrantsCommand: ParsableCommand {
                 start time so that no process that reused a pid is signalled. Nothing is ended otherwise. \
                 Exit codes: 0 revoked, and no running sandbox still holds a revoked folder; 3 revoked, but a running \
                 sandbox listed still holds one (not ended, could not be ended, or recorded in another pid namespace); \
-                125 anything else (the ledger is unchanged unless "revoked" was printed).
+                125 anything else (nothing was revoked unless "revoked" was printed; with --end-holders, the holders \
+                of what could not be revoked are still ended).
                 """)
         @Option(help: "A grant id (or a unique prefix), as `grants list` shows.") var grant: String?
         @Option(help: "Every grant of this app.") var app: String?
@@ -278,10 +289,36 @@ struct GrantsCommand: ParsableCommand {
             case (nil, nil, let folder?): selection = .folder(try Picking.absolute(folder))
             default: throw ValidationError("give exactly one of --grant, --app or --folder")
             }
-            let (count, named) = try broker.revoke(selection)
+            // Who holds what before the revocation: a launcher may cut its
+            // folder before the report first looks (at once, when the disk
+            // is full and the ledger write fails slowly). Best effort: a
+            // record that cannot be read fails the report below, not the revocation.
+            let early = try? SandboxSession.cli().runningSandboxes()
+            let before = try? early?.survey(prune: false)
+            let outcome: GrantBroker.RevocationOutcome
+            do {
+                outcome = try broker.revoke(selection)
+            } catch {
+                // Unrecorded, no launcher learns of it and nothing is cut: what
+                // --end-holders asks is done all the same (then the error, 125).
+                if endHolders, case .revocationNotRecorded(_, _, let named) = error {
+                    _ = try RevokeReport(running: try early ?? SandboxSession.cli().runningSandboxes(), named: named).endEveryHolder()
+                }
+                throw error
+            }
+            let count = outcome.revoked
             print("revoked \(count) grant\(count == 1 ? "" : "s")")
-            let report = RevokeReport(running: try SandboxSession.cli().runningSandboxes(), named: named)
-            guard try report.run(end: endHolders ? true : keepHolders ? false : nil) else { throw ExitCode(3) }
+            if let problem = outcome.notInLedger {
+                fflush(stdout)  // said after the count it explains
+                let them = outcome.held == 1 ? "it" : "them"
+                Console.error("the ledger could not be written (\(problem)). The revocation is held instead in \(outcome.reservePath), "
+                    + "space set aside when the state was made, so holding it needed no new space; it is synced and in force: the grants "
+                    + "resolve as revoked from now on, and running sandboxes are cut or listed as below. \(outcome.held) revocation"
+                    + (outcome.held == 1 ? " waits" : "s wait") + " there for the ledger: free space on the filesystem of \(broker.state.path), "
+                    + "then run this command again (or any that writes the ledger) to write \(them) into it.")
+            }
+            let report = RevokeReport(running: try early ?? SandboxSession.cli().runningSandboxes(), named: outcome.named)
+            guard try report.run(end: endHolders ? true : keepHolders ? false : nil, before: before) else { throw ExitCode(3) }
         }
     }
 

@@ -143,13 +143,16 @@ struct RevokeReport {
         record.grants.filter { named.contains($0.grant) && $0.revocation == revocation }
     }
 
-    /// Reports and, when asked, ends; true when no running sandbox still holds a revoked grant.
-    func run(end: Bool?) throws -> Bool {
+    /// Reports and, when asked, ends; true when no running sandbox still
+    /// holds a revoked grant. `before`: the records as they were before the
+    /// revocation was written, so that a launcher that cut its folder before
+    /// this first looks is still reported as cut.
+    func run(end: Bool?, before: RunningSandboxes.Survey? = nil) throws -> Bool {
         guard !named.isEmpty else { return true }
         var survey = try running.survey()
         // Folders that are taken away (attached, or given at launch with a mount of their own):
-        // their launchers detach them; wait until the records say so.
-        let cutting = survey.running.filter { !holds($0, .takenAway).isEmpty }
+        // their launchers detach them; wait until the records say so (read before revoking, when it could).
+        let cutting = (before?.running ?? survey.running).filter { !holds($0, .takenAway).isEmpty }
         let deadline = Holding.now() + Holding.detachWait
         while survey.running.contains(where: { !holds($0, .takenAway).isEmpty }), Holding.now() < deadline {
             usleep(20_000)
@@ -210,6 +213,21 @@ struct RevokeReport {
             return false
         }
         return Holding.end(holders, in: running) && elsewhere.isEmpty
+    }
+
+    /// The revocation could not be recorded, so no launcher will cut
+    /// anything: every running sandbox holding a named grant, of either
+    /// kind, is ended (as --end-holders asked); true when all ended.
+    func endEveryHolder() throws -> Bool {
+        let survey = try running.survey()
+        let holders = survey.running.filter { record in record.grants.contains { named.contains($0.grant) } }
+        guard !holders.isEmpty else { return true }
+        print("ending \(holders.count) running sandbox\(holders.count == 1 ? "" : "es") that hold\(holders.count == 1 ? "s" : "") these grants, "
+            + "since they could not be revoked (--end-holders):")
+        for record in holders {
+            Holding.describe(record, grants: record.grants.filter { named.contains($0.grant) }).forEach { print($0) }
+        }
+        return Holding.end(holders, in: running)
     }
 
     private func holdsBefore(_ record: SandboxRecord, in before: [SandboxRecord]) -> [SandboxRecord.Held] {

@@ -78,6 +78,10 @@ int csb_chmod_fd(int fd, uint32_t mode);
 int csb_chown_fd(int fd, uint32_t uid, uint32_t gid);
 /// `utimensat(2)` with `AT_EMPTY_PATH`; `times` may be NULL (now).
 int csb_utimens_fd(int fd, const int64_t *_Nullable times_sec_nsec);
+/// Sets `FS_NOCOW_FL` on an empty file (`FS_IOC_SETFLAGS`): on btrfs its
+/// blocks are then overwritten in place, not copied. -1 with errno where
+/// the filesystem has no such flag (ENOTTY, EOPNOTSUPP, EINVAL).
+int csb_set_no_copy_on_write(int fd);
 /// `setxattr(2)` / `removexattr(2)` through `/proc/self/fd/N`.
 int csb_setxattr_fd(int fd, const char *name, const void *_Nullable value, size_t size, int flags);
 int csb_removexattr_fd(int fd, const char *name);
