@@ -126,6 +126,9 @@ public final class SyncSimulator {
             let last = scan(rootFolder)
             tidy(last)
             for item in last.evicted + last.requests { settle(item) }
+            // A party killed while keeping a conflict version leaves its temporary in the
+            // item's versions folder, where no scan looks: swept under each item's write lock.
+            for file in scan(rootFolder).files { removeVersionLeftovers(file) }
         }
         return counts
     }
@@ -423,6 +426,19 @@ public final class SyncSimulator {
             if unlinkat(temporary.folder.rawValue, temporary.name, 0) == 0 { counts.leftovers += 1 }
         } catch let error as CoordinationError {
             refuse(temporary.path, error)
+        } catch { counts.skipped += 1 }
+    }
+
+    /// Temporaries in the item's versions folder, removed while holding the item's
+    /// write lock (waiting for it, as a writer would): every party keeping a version
+    /// holds that lock, so none is in use. The item itself is not touched.
+    private func removeVersionLeftovers(_ file: FileCoordinator.Location) {
+        do {
+            guard let locked = try coordinator.lock(file, flags: O_RDWR, create: false, type: CSB_F_WRLCK) else { return }
+            defer { withExtendedLifetime(locked) {} }
+            FileVersion.removeLeftovers(of: file)
+        } catch let error as CoordinationError {
+            refuse(file.path, error)
         } catch { counts.skipped += 1 }
     }
 

@@ -72,6 +72,26 @@ import Testing
         #expect(!FileManager.default.fileExists(atPath: scratch.path + "/.sandboxed-run-versions"))
     }
 
+    /// A daemon killed while keeping a conflict version leaves `.sr-<hex>` in the
+    /// item's versions folder; a clean stop removes it (under the item's lock)
+    /// and leaves the file and its real versions as they were.
+    @Test func aCleanStopSweepsTemporariesAKilledDaemonLeftAmongVersions() throws {
+        let scratch = Scratch()
+        let file = FilePath(scratch.path + "/note.md")
+        try "current\n".write(toFile: file.string, atomically: false, encoding: .utf8)
+        let kept = try FileVersion.add(to: file, contents: Array("kept\n".utf8), modified: timespec(tv_sec: 10, tv_nsec: 0), savingComputer: "x")
+        let versions = scratch.path + "/.sandboxed-run-versions/note.md"
+        let temporary = versions + "/.sr-0123456789abcdef"
+        #expect(FileManager.default.createFile(atPath: temporary, contents: Data("half a version".utf8)))
+        var options = SyncSimulator.Options()
+        (options.editRate, options.conflictRate, options.evictRate) = (0, 0, 0)
+        _ = try SyncSimulator(folder: FilePath(scratch.path), options: options).run { true }
+        #expect(!FileManager.default.fileExists(atPath: temporary))
+        #expect(scratch.lines("note.md") == ["current", ""])
+        #expect(try FileVersion.unresolvedConflictVersions(of: file) == [kept])
+        #expect(try kept.contents() == Array("kept\n".utf8))
+    }
+
     @Test func keepingTheCurrentFileOrANamedVersion() throws {
         let scratch = Scratch()
         let file = FilePath(scratch.path + "/note.md")
