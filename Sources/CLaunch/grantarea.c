@@ -23,7 +23,9 @@
 #define _GNU_SOURCE 1
 #include "internal.h"
 
+#include <limits.h>
 #include <linux/openat2.h>
+#include <time.h>
 
 // The keeper's, from csb_grant_area_build until csb_grant_area_send.
 static struct {
@@ -129,8 +131,9 @@ static struct {
     int host;       // a mount namespace that sees the host's tree
     int area;
     int area_view;
+    int proc_self;  // the helper's /proc/self in the host's procfs (the view's /proc is the sandbox's pid namespace's)
     int failure;    // errno of the helper's own set-up, answered to every request
-} csb_helper = { -1, -1, -1, -1, 0 };
+} csb_helper = { -1, -1, -1, -1, -1, 0 };
 
 static void csb_grant_fail(struct csb_grant_reply *reply, int step) {
     reply->error = errno != 0 ? errno : EIO;
@@ -191,6 +194,198 @@ static void csb_grant_attach(const struct csb_grant_request *request, struct csb
     if (clone >= 0) close(clone);
 }
 
+// Taking a folder away never detaches it lazily: the kernel refuses a
+// plain umount (EBUSY) while anything still holds the mount (a descriptor
+// or working directory at any depth, a file open or mapped there, a
+// descriptor in flight in a socket), and a folder detached under what the
+// command holds would still show its names, sizes, owners, link targets and
+// attributes (Landlock mediates none of those reads). Held, it stays
+// attached and the reply says so: the launcher refuses the stop, or ends the
+// sandbox for a revocation. Mounts beneath it (a grant nested inside, a
+// mount of the host's copied with the folder) go first, the same way.
+
+// The mount id (as in mountinfo) of what `fd` is, or of `name` beneath it
+// (the last name not followed): 0 on failure.
+static unsigned long long csb_grant_mount_id(int fd, const char *name) {
+    struct statx status;
+    memset(&status, 0, sizeof(status));
+    int flags = name[0] == '\0' ? AT_EMPTY_PATH : AT_SYMLINK_NOFOLLOW;
+    if (statx(fd, name, flags | AT_STATX_DONT_SYNC, STATX_MNT_ID, &status) != 0) return 0;
+    if (!(status.stx_mask & STATX_MNT_ID)) { errno = ENOTSUP; return 0; }
+    return status.stx_mnt_id;
+}
+
+// Unmounts the mount whose root `*mount_fd` is, never lazily; closes
+// `*mount_fd` first (a descriptor of it would keep it busy). Its mount
+// point is named from its parent folder, reached by `..` from the root: a
+// mount point cannot be renamed, removed or replaced while mounted, so
+// that name leads nowhere else, whatever the command renamed around it.
+// EINVAL: not attached in the view (a mount it lay in went before).
+static int csb_grant_umount_exactly(int *mount_fd, int *step) {
+    *step = CSB_GRANT_STEP_DETACH;
+    unsigned long long id = csb_grant_mount_id(*mount_fd, "");
+    if (id == 0) return -1;
+    int parent = openat(*mount_fd, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (parent < 0) return -1;
+    int result = -1;
+    if (csb_grant_mount_id(parent, "") == id) {
+        errno = EINVAL;  // `..` of a detached mount's root is itself
+        goto done;
+    }
+    // The mount point's name: the last component of the root's path in the view.
+    char link[24] = "fd/";
+    {
+        char digits[12];
+        int n = 0;
+        unsigned int value = (unsigned int)*mount_fd;
+        do { digits[n++] = (char)('0' + value % 10); value /= 10; } while (value != 0 && n < 11);
+        for (int i = 0; i < n; i++) link[3 + i] = digits[n - 1 - i];
+        link[3 + n] = '\0';
+    }
+    static char path[PATH_MAX + 1];
+    ssize_t length = readlinkat(csb_helper.proc_self, link, path, PATH_MAX);
+    if (length <= 1 || path[0] != '/') {
+        if (length >= 0) errno = EINVAL;
+        goto done;
+    }
+    path[length] = '\0';
+    const char *name = strrchr(path, '/') + 1;
+    if (name[0] == '\0' || strcmp(name, "..") == 0 || strcmp(name, ".") == 0 || csb_grant_mount_id(parent, name) != id) {
+        errno = EINVAL;
+        goto done;
+    }
+    csb_grant_close(mount_fd);
+    if (fchdir(parent) != 0) goto done;
+    // Something of ours may hold it for a moment (the launcher's copy of a
+    // launch-time grant's mount, closed as it was sent): asked again for 50 ms.
+    for (int attempt = 0; ; attempt++) {
+        if (umount2(name, UMOUNT_NOFOLLOW) == 0) { result = 0; break; }
+        if (errno != EBUSY || attempt == 5) {
+            if (errno == EBUSY) *step = CSB_GRANT_STEP_HELD;
+            break;
+        }
+        struct timespec pause = { 0, 10 * 1000 * 1000 };
+        nanosleep(&pause, NULL);
+    }
+done:;
+    int saved = errno;
+    (void)chdir("/");
+    close(parent);
+    errno = saved;
+    return result;
+}
+
+// Unescapes a mountinfo path field (\040 and the like) in place; its end.
+static char *csb_grant_mountinfo_field(char *field) {
+    char *in = field, *out = field;
+    while (*in != '\0' && *in != ' ' && *in != '\n') {
+        if (in[0] == '\\' && in[1] >= '0' && in[1] <= '3' && in[2] >= '0' && in[2] <= '7' && in[3] >= '0' && in[3] <= '7') {
+            *out++ = (char)((in[1] - '0') * 64 + (in[2] - '0') * 8 + (in[3] - '0'));
+            in += 4;
+        } else {
+            *out++ = *in++;
+        }
+    }
+    char *end = in;
+    *out = '\0';
+    return end;
+}
+
+// A decimal number after spaces; *cursor moves past it (0: none).
+static unsigned long long csb_grant_number(char **cursor) {
+    char *at = *cursor;
+    while (*at == ' ') at++;
+    unsigned long long value = 0;
+    int digits = 0;
+    while (*at >= '0' && *at <= '9' && digits < 19) value = value * 10 + (unsigned long long)(*at++ - '0'), digits++;
+    *cursor = at;
+    return digits == 0 || *at != ' ' ? 0 : value;
+}
+
+#define CSB_GRANT_MOUNTS_MAX 4096
+static char csb_grant_mountinfo[1 << 20];
+static struct { unsigned long long id, parent; char *point; int depth; } csb_grant_mounts[CSB_GRANT_MOUNTS_MAX];
+
+// Unmounts the tree whose root `*mount_fd` is, in the view (entered), never
+// lazily: mounts beneath it first, deepest first, each reached by its path
+// in mountinfo with no link followed and checked to be that mount (a path
+// the command changed meanwhile is refused: the sandbox ends). Consumes
+// `*mount_fd`. Fails with *step CSB_GRANT_STEP_HELD when one is held.
+static int csb_grant_umount_tree(int *mount_fd, int *step) {
+    *step = CSB_GRANT_STEP_DETACH;
+    unsigned long long root = csb_grant_mount_id(*mount_fd, "");
+    if (root == 0) return -1;
+    int info = openat(csb_helper.proc_self, "mountinfo", O_RDONLY | O_CLOEXEC);
+    if (info < 0) return -1;
+    size_t used = 0;
+    for (;;) {
+        if (used == sizeof(csb_grant_mountinfo) - 1) { close(info); errno = E2BIG; return -1; }
+        ssize_t got = read(info, csb_grant_mountinfo + used, sizeof(csb_grant_mountinfo) - 1 - used);
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0) { int saved = errno; close(info); errno = saved; return -1; }
+        if (got == 0) break;
+        used += (size_t)got;
+    }
+    close(info);
+    csb_grant_mountinfo[used] = '\0';
+    int count = 0;
+    for (char *line = csb_grant_mountinfo; *line != '\0'; ) {
+        char *next = strchr(line, '\n');
+        if (next == NULL) { errno = EPROTO; return -1; }
+        *next = '\0';
+        if (count == CSB_GRANT_MOUNTS_MAX) { errno = E2BIG; return -1; }
+        char *end = line;
+        unsigned long long id = csb_grant_number(&end);
+        unsigned long long parent = csb_grant_number(&end);
+        // maj:min, root, then the mount point.
+        char *field = end;
+        for (int skip = 0; skip < 2 && field != NULL; skip++) field = strchr(field + 1, ' ');
+        if (field == NULL || id == 0 || parent == 0) { errno = EPROTO; return -1; }
+        csb_grant_mounts[count].id = id;
+        csb_grant_mounts[count].parent = parent;
+        csb_grant_mounts[count].point = field + 1;
+        csb_grant_mountinfo_field(field + 1);
+        csb_grant_mounts[count].depth = -1;
+        count++;
+        line = next + 1;
+    }
+    // Depth beneath the root (-1: not beneath it); a cycle cannot occur, but is bounded.
+    int found = 0;
+    for (int i = 0; i < count; i++) {
+        unsigned long long at = csb_grant_mounts[i].id;
+        for (int depth = 0; depth < count && at != 0; depth++) {
+            if (at == root) { csb_grant_mounts[i].depth = depth; break; }
+            unsigned long long up = 0;
+            for (int j = 0; j < count; j++) if (csb_grant_mounts[j].id == at) { up = csb_grant_mounts[j].parent; break; }
+            if (up == at) break;
+            at = up;
+        }
+        if (csb_grant_mounts[i].depth > 0) found++;
+    }
+    for (int depth = count; depth > 0 && found > 0; depth--) {
+        for (int i = 0; i < count; i++) {
+            if (csb_grant_mounts[i].depth != depth) continue;
+            found--;
+            struct open_how how;
+            memset(&how, 0, sizeof(how));
+            how.flags = O_PATH | O_CLOEXEC | O_NOFOLLOW;
+            how.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+            int child = (int)syscall(SYS_openat2, AT_FDCWD, csb_grant_mounts[i].point, &how, sizeof(how));
+            if (child < 0) return -1;
+            if (csb_grant_mount_id(child, "") != csb_grant_mounts[i].id) {
+                close(child);
+                errno = ESTALE;  // the path leads elsewhere now
+                return -1;
+            }
+            if (csb_grant_umount_exactly(&child, step) != 0) {
+                csb_grant_close(&child);
+                return -1;
+            }
+        }
+    }
+    return csb_grant_umount_exactly(mount_fd, step);
+}
+
 static void csb_grant_detach(const struct csb_grant_request *request, struct csb_grant_reply *reply) {
     if (csb_helper.area < 0) {
         errno = ENOTSUP;
@@ -198,56 +393,43 @@ static void csb_grant_detach(const struct csb_grant_request *request, struct csb
         return;
     }
     if (csb_grant_enter_view(reply) != 0) return;
-    char target[sizeof(CSB_GRANT_AREA) + 17] = CSB_GRANT_AREA "/";
-    memcpy(target + sizeof(CSB_GRANT_AREA), request->name, strlen(request->name) + 1);
-    // Never lazily: the kernel refuses (EBUSY) while anything still holds
-    // the mount (a descriptor or working directory at any depth, a file
-    // open in it, a descriptor in flight in a socket), and a folder
-    // detached under what the command holds would still show it names,
-    // sizes, owners, link targets and attributes (Landlock mediates none
-    // of those reads). Held, it stays attached and the reply says so: the
-    // launcher refuses the stop, or ends the sandbox for a revocation.
     // The area is read-only to the command: the name is ours.
-    if (umount2(target, UMOUNT_NOFOLLOW) != 0) {
-        csb_grant_fail(reply, errno == EBUSY ? CSB_GRANT_STEP_HELD : CSB_GRANT_STEP_DETACH);
+    int mount_fd = openat(csb_helper.area_view, request->name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int step = CSB_GRANT_STEP_DETACH;
+    if (mount_fd < 0 || csb_grant_mount_id(mount_fd, "") == csb_grant_mount_id(csb_helper.area_view, "")) {
+        if (mount_fd >= 0) errno = EINVAL;  // a folder of the area, nothing mounted on it
+        csb_grant_close(&mount_fd);
+        csb_grant_fail(reply, step);
+        return;
+    }
+    if (csb_grant_umount_tree(&mount_fd, &step) != 0) {
+        csb_grant_close(&mount_fd);
+        csb_grant_fail(reply, step);
         return;
     }
     unlinkat(csb_helper.area, request->name, AT_REMOVEDIR);
 }
 
-// A launch-time grant: the mount whose root `mount_fd` is (the keeper's
-// clone, as attached in the view). Detached with that root as the working
-// directory, so that no path is looked up that the command could have
-// changed (it may rename folders around the mount point). EINVAL: the mount
-// is no longer in the view (a grant it lay in was detached with it).
-static void csb_grant_detach_mount(int mount_fd, struct csb_grant_reply *reply) {
-    if (mount_fd < 0) {
+// A launch-time grant: the mount whose root `*mount_fd` is (the keeper's
+// clone, as attached in the view; the launcher closed its copy as it sent
+// it). EINVAL: the mount is no longer in the view.
+static void csb_grant_detach_mount(int *mount_fd, struct csb_grant_reply *reply) {
+    if (*mount_fd < 0) {
         errno = EBADF;
         csb_grant_fail(reply, CSB_GRANT_STEP_REQUEST);
         return;
     }
     if (csb_grant_enter_view(reply) != 0) return;
-    // Read-only first: a folder the command holds open beneath it (its
-    // working directory, say) still leads to the folder's own inode, where
-    // its Landlock rule is, so it could be walked further; nothing can be
-    // written, made or removed through it any more. The kernel refuses
-    // (EBUSY) while a file there is open for writing: the folder is
-    // detached all the same, and the failure is answered.
+    // Read-only first, for the moment it takes the launcher to end a
+    // sandbox that still holds it: nothing can be written, made or
+    // removed through it any more. The kernel refuses (EBUSY) while a
+    // file there is open for writing: held all the same.
     struct mount_attr read_only;
     memset(&read_only, 0, sizeof(read_only));
     read_only.attr_set = MOUNT_ATTR_RDONLY;
-    int read_only_error = mount_setattr(mount_fd, "", AT_EMPTY_PATH | AT_RECURSIVE, &read_only, sizeof(read_only)) == 0 ? 0 : errno;
-    if (fchdir(mount_fd) != 0 || umount2(".", MNT_DETACH) != 0) {
-        csb_grant_fail(reply, CSB_GRANT_STEP_DETACH);
-    } else if (read_only_error != 0) {
-        // Detached, but what the command holds open beneath could still be
-        // written: the launcher ends the sandbox (fail closed).
-        errno = read_only_error;
-        csb_grant_fail(reply, CSB_GRANT_STEP_READ_ONLY);
-    }
-    int saved = errno;
-    (void)chdir("/");
-    errno = saved;
+    (void)mount_setattr(*mount_fd, "", AT_EMPTY_PATH | AT_RECURSIVE, &read_only, sizeof(read_only));
+    int step = CSB_GRANT_STEP_DETACH;
+    if (csb_grant_umount_tree(mount_fd, &step) != 0) csb_grant_fail(reply, step);
 }
 
 // One request, and the descriptor passed with it (-1: none).
@@ -294,7 +476,7 @@ __attribute__((noreturn)) static void csb_grant_serve(int socket_fd) {
         } else if (request.operation == CSB_GRANT_DETACH) {
             csb_grant_detach(&request, &reply);
         } else if (request.operation == CSB_GRANT_DETACH_MOUNT) {
-            csb_grant_detach_mount(passed, &reply);
+            csb_grant_detach_mount(&passed, &reply);
         } else {
             errno = EPROTO;
             csb_grant_fail(&reply, CSB_GRANT_STEP_REQUEST);
@@ -326,7 +508,9 @@ static int csb_grant_helper_setup(int user_namespace) {
         if (setns(csb_helper.keeper, CLONE_NEWUSER) != 0 || unshare(CLONE_NEWNS) != 0) return errno;
     }
     csb_helper.host = open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC);
-    return csb_helper.host < 0 ? errno : 0;
+    if (csb_helper.host < 0) return errno;
+    csb_helper.proc_self = open("/proc/self", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    return csb_helper.proc_self < 0 ? errno : 0;
 }
 
 int csb_grant_helper_spawn(int keeper_pidfd, int user_namespace, int area, int area_view, int socket_fd, int *pidfd) {

@@ -182,7 +182,7 @@ struct RevokeReport {
 
         if !cut.isEmpty {
             print("cut in \(cut.count) running sandbox\(cut.count == 1 ? "" : "es") (private view): the launcher took the folder away, "
-                + "and new lookups in it fail (what a launch-time grant's sandbox holds open beneath it stays readable, not writable):")
+                + "and every lookup in it fails (nothing in the sandbox held it):")
             for record in cut { Holding.describe(record, grants: holdsBefore(record, in: cutting)).forEach { print($0) } }
         }
         if !ended.isEmpty {

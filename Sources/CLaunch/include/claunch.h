@@ -312,8 +312,7 @@ enum csb_grant_step {
     CSB_GRANT_STEP_MOUNT_POINT,  // making the mount point in the area
     CSB_GRANT_STEP_ATTACH,       // move_mount into the area
     CSB_GRANT_STEP_DETACH,       // umount2 of a grant
-    CSB_GRANT_STEP_READ_ONLY,    // DETACH_MOUNT: detached, but it could not be made read-only first (a file there open for writing)
-    CSB_GRANT_STEP_HELD,         // DETACH: the command still holds the folder (a descriptor, a working directory, an open file, one in flight); still attached
+    CSB_GRANT_STEP_HELD,         // DETACH, DETACH_MOUNT: the command still holds the folder (a descriptor, a working directory, an open file, one in flight); still attached
 };
 
 /// Forks the grant helper from the launcher (only async-signal-safe C in the

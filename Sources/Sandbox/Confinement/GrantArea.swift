@@ -352,6 +352,25 @@ public final class RunningGrants: @unchecked Sendable {
         if failedRevocation == nil { failedRevocation = reason }
     }
 
+    /// Whether the mount whose root `root` is lies beneath mount `outer`,
+    /// found by walking `..` up from it (across mounts, in the view's
+    /// namespace, whatever the paths are called now).
+    static func mount(_ root: OwnedDescriptor, liesBeneath outer: UInt64) -> Bool {
+        guard var at = try? root.duplicate() else { return false }
+        for _ in 0..<4096 {
+            let fd = openat(at.rawValue, "..", CSB_O_PATH | O_DIRECTORY | O_CLOEXEC)
+            guard fd >= 0 else { return false }
+            let up = OwnedDescriptor(taking: fd)
+            guard let id = up.mountID else { return false }
+            if id == outer { return true }
+            guard let here = try? at.status(), let there = try? up.status(), at.mountID != id || here.inodeIdentity != there.inodeIdentity else {
+                return false  // the root of the view
+            }
+            at = up
+        }
+        return false
+    }
+
     /// The launch-time grants that still have a mount of their own in the view.
     public var launchGrants: [String] { launchMounts.flatMap(\.grants) }
 
@@ -363,27 +382,42 @@ public final class RunningGrants: @unchecked Sendable {
         var cut: [String] = []
         var failure: LiveGrantAreaError?
         var kept: [(grants: [String], mount: OwnedDescriptor)] = []
-        for entry in launchMounts {
+        var handedOver = Set<ObjectIdentifier>()
+        for entry in launchMounts where !handedOver.contains(ObjectIdentifier(entry.mount)) {
             guard entry.grants.allSatisfy(revoked.contains) else {
                 kept.append(entry)
                 continue
+            }
+            // Grants nested beneath it (mounts of their own inside its
+            // folder) go with it: the helper unmounts them first, which
+            // the launcher's descriptors of them would make it refuse.
+            let outer = entry.mount.mountID
+            for other in launchMounts where other.mount !== entry.mount && !handedOver.contains(ObjectIdentifier(other.mount)) {
+                guard let outer, Self.mount(other.mount, liesBeneath: outer) else { continue }
+                handedOver.insert(ObjectIdentifier(other.mount))
+                kept.removeAll { $0.mount === other.mount }
+                cut += other.grants
+                _ = Glibc.close(other.mount.release())
             }
             guard let area else {
                 failure = .notAttachable("no grant helper for this sandbox")
                 kept.append(entry)
                 continue
             }
+            // The mount is handed over to the helper, whatever comes of it: a
+            // revoked grant that could not be detached (held, or the helper
+            // failed) ends the sandbox, so nothing is tried again.
+            let identity = try? entry.mount.status().inodeIdentity
             do {
                 _ = try area.detachMount(entry.mount)
                 cut += entry.grants
-                if !forgetWatches(of: entry.mount) {
+                if let identity, let watchForgetter, !watchForgetter(identity) {
+                    failure = .watchesRemain
+                } else if identity == nil {
                     failure = .watchesRemain
                 }
-            } catch .detachedWritable(let error) {
-                failure = .detachedWritable(error)  // detached: nothing to try again, but the sandbox must end
             } catch {
                 failure = error
-                kept.append(entry)
             }
         }
         launchMounts = kept
@@ -519,8 +553,6 @@ public final class LiveGrantArea: @unchecked Sendable {
         return Self.path.appending(name)
     }
 
-    /// Detaches a grant attached at `path` (one `attach` returned): new
-    /// lookups fail, descriptors already open keep working.
     /// Detaches the live grant at `path`, only when nothing in the sandbox
     /// holds the folder; `.held` (still attached) otherwise.
     public func detach(_ path: FilePath) throws(LiveGrantAreaError) {
@@ -532,10 +564,7 @@ public final class LiveGrantArea: @unchecked Sendable {
         request.operation = UInt32(CSB_GRANT_DETACH.rawValue)
         withUnsafeMutableBytes(of: &request.name) { bytes in for (i, byte) in name.utf8.enumerated() { bytes[i] = byte } }
         // A folder in use for a moment (an `ls` under way) is let go soon:
-        // asked again for 50 ms before it counts as held.
-        for _ in 0..<5 {
-            do { return try exchange(request) } catch .held { usleep(10_000) }
-        }
+        // the helper asks again for 50 ms before it counts as held.
         try exchange(request)
     }
 
@@ -543,14 +572,16 @@ public final class LiveGrantArea: @unchecked Sendable {
     public var canAttach: Bool { helper != nil && mounts == nil || mounts?.area != nil }
 
     /// Detaches a launch-time grant's mount (`mount`: its root, as the
-    /// keeper attached it). True when it was detached now, false when it
-    /// was gone from the view already (a grant it lay in was detached).
+    /// keeper attached it), only when nothing in the sandbox holds it
+    /// (`.held` otherwise). The launcher's descriptor is closed as it is
+    /// sent: it would keep the mount busy. True when it was detached now,
+    /// false when it was gone from the view already.
     func detachMount(_ mount: OwnedDescriptor) throws(LiveGrantAreaError) -> Bool {
         var request = csb_grant_request()
         request.operation = UInt32(CSB_GRANT_DETACH_MOUNT.rawValue)
         request.name.0 = CChar(UInt8(ascii: "0"))
         do {
-            try exchange(request, passing: mount.rawValue)
+            try exchange(request, passing: mount.rawValue, handingOver: mount)
         } catch .failed(_, .invalidArgument) {
             return false
         }
@@ -568,9 +599,16 @@ public final class LiveGrantArea: @unchecked Sendable {
 
     /// Sends `request` and waits for its own reply: replies to requests
     /// that timed out before (their number is older) are dropped.
-    private func exchange(_ request: csb_grant_request, passing descriptor: CInt = -1) throws(LiveGrantAreaError) {
-        let socket = try helperSocket()
-        guard let expected = send(request, passing: descriptor) else { throw .helperGone(Errno(rawValue: errno)) }
+    /// `handingOver`: closed once the request is sent (or could not be).
+    private func exchange(_ request: csb_grant_request, passing descriptor: CInt = -1, handingOver: OwnedDescriptor? = nil) throws(LiveGrantAreaError) {
+        let socket: CInt
+        let sent: UInt64?
+        do {
+            defer { if let handingOver { _ = Glibc.close(handingOver.release()) } }
+            socket = try helperSocket()
+            sent = send(request, passing: descriptor)
+        }
+        guard let expected = sent else { throw .helperGone(Errno(rawValue: errno)) }
         let deadline = Self.milliseconds() + Int64(timeout)
         while true {
             var ready = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
@@ -583,7 +621,6 @@ public final class LiveGrantArea: @unchecked Sendable {
             repeat { got = withUnsafeMutableBytes(of: &reply) { recv(socket, $0.baseAddress, $0.count, 0) } } while got < 0 && errno == EINTR
             guard got == MemoryLayout<csb_grant_reply>.size else { throw .helperGone(got == 0 ? .brokenPipe : Errno(rawValue: errno)) }
             guard reply.sequence == expected else { continue }
-            if reply.error != 0 && reply.step == Int32(CSB_GRANT_STEP_READ_ONLY.rawValue) { throw .detachedWritable(Errno(rawValue: reply.error)) }
             if reply.error != 0 && reply.step == Int32(CSB_GRANT_STEP_HELD.rawValue) { throw .held }
             if reply.error != 0 { throw .failed(step: Self.describe(step: reply.step), errno: Errno(rawValue: reply.error)) }
             return
@@ -609,8 +646,6 @@ public final class LiveGrantArea: @unchecked Sendable {
         case CSB_GRANT_STEP_ATTACH.rawValue: "attaching the folder in the grant area"
         case CSB_GRANT_STEP_DETACH.rawValue: "detaching the grant"
         case CSB_GRANT_STEP_HELD.rawValue: "detaching the grant while nothing holds it"
-        case CSB_GRANT_STEP_READ_ONLY.rawValue:
-            "making the grant read-only before it was detached (a file in it is open for writing, so a folder the command holds open there could still be written)"
         default: "step \(step)"
         }
     }
@@ -621,10 +656,6 @@ public enum LiveGrantAreaError: Error, Equatable, CustomStringConvertible, Senda
     /// The helper did not answer (it ended with the sandbox, or hangs).
     case helperGone(Errno)
     case failed(step: String, errno: Errno)
-    /// A launch-time grant was detached but could not be made read-only
-    /// first (a file in it open for writing): what the command holds open
-    /// there could still be written.
-    case detachedWritable(Errno)
     /// A folder was taken away, but a watch the command put in it could not be removed.
     case watchesRemain
     /// The command still holds the folder (a descriptor or working directory
@@ -636,8 +667,6 @@ public enum LiveGrantAreaError: Error, Equatable, CustomStringConvertible, Senda
     public var description: String {
         switch self {
         case .notAttachable(let why): why
-        case .detachedWritable(let error):
-            "\(LiveGrantArea.describe(step: Int32(CSB_GRANT_STEP_READ_ONLY.rawValue))) failed: \(error)"
         case .watchesRemain: "a watch the command put in the folder could not be removed"
         case .held:
             "the command still holds the folder (a descriptor or working directory in it, or a file open there)"
