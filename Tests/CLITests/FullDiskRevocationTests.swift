@@ -87,9 +87,15 @@ import Testing
         // By app (both of its grants: the vault and another folder), or by folder.
         let revoked = row.mode == "two" ? 1 : 2
         #expect(out.hasPrefix("revoked \(revoked) grant\(revoked == 1 ? "" : "s")\n"), "\(outcome.describe)")
-        #expect(err.contains("the ledger could not be written (the grant ledger failed: database or disk is full)"), "\(outcome.describe)")
-        #expect(err.contains("The revocation is held instead in \(outcome.scratch)/disk/state/sandboxed-run/revocations"), "\(outcome.describe)")
-        #expect(err.contains("free space on the filesystem of"), "\(outcome.describe)")
+        // On btrfs the state folder is NOCOW (RevocationReserve.writeInPlace): the ledger's pages may be
+        // overwritten in place, so the ledger itself may take the revocation on the full disk (when
+        // SQLite needs no new page); then nothing is held in the reserve, and nothing says it is.
+        let inPlace = row.filesystem == "btrfs" && err.isEmpty
+        if !inPlace {
+            #expect(err.contains("the ledger could not be written (the grant ledger failed: database or disk is full)"), "\(outcome.describe)")
+            #expect(err.contains("The revocation is held instead in \(outcome.scratch)/disk/state/sandboxed-run/revocations"), "\(outcome.describe)")
+            #expect(err.contains("free space on the filesystem of"), "\(outcome.describe)")
+        }
         switch row.mode {
         case "host":
             // A launch-time grant in the host view cannot be taken away: its holder is ended.
@@ -108,7 +114,8 @@ import Testing
         // From then on it resolves as revoked, everywhere, while the disk is still full.
         #expect(outcome.code("resolve.code") == 13, "\(outcome.file("resolve.out"))")
         #expect(outcome.file("list.out").contains("\"state\":\"revoked\""), "\(outcome.file("list.out"))")
-        #expect(outcome.file("list.err").contains("1 revocation is held in the revocation reserve"), "\(outcome.file("list.err"))")
+        #expect(inPlace ? outcome.file("list.err").isEmpty : outcome.file("list.err").contains("1 revocation is held in the revocation reserve"),
+                "\(outcome.file("list.err"))")
         // Once there is room, the next write takes it into the ledger and the reserve is free.
         #expect(outcome.code("after.code") == 0, "\(outcome.file("after.out") + outcome.file("after.err"))")
         #expect(outcome.file("after-list.err").isEmpty && outcome.file("after-list.out").contains("\"state\":\"revoked\""),
@@ -207,6 +214,14 @@ import Testing
         "${as[@]}" $B run --app $A $args -- /bin/sh -c "$body" < /dev/null > $R/command.out 2>$R/command.err &
         sandbox=$!
         for i in $(seq 1 600); do grep -q filled $R/command.out 2>/dev/null && break; sleep 0.05; done
+        # btrfs frees space it had reserved for a write only at its next commit: commit, and fill
+        # what that freed (data, then small files kept in the metadata), until nothing more fits.
+        for round in 1 2 3; do
+            sync -f $S/disk 2>/dev/null
+            for size in 4096 100; do
+                i=0; while [ $i -lt 512 ] && as sh -c "head -c $size /dev/zero > $C/Documents/t$round-$size-$i" 2>/dev/null; do i=$((i+1)); done
+            done
+        done
         df --output=avail -B1 $S/disk | tail -1 | tr -d ' ' > $R/free
         echo 0 > $R/setup.code
         if [ $MODE = full ]; then
