@@ -205,7 +205,9 @@ public struct FolderBrowser {
                 if let path = folder.currentPath {
                     highlighted = Chosen(folder: folder, path: path)
                 } else {
-                    highlightProblem = "\(Printable.path(bytes: entry.name)) has no path that can be shown"
+                    // Beyond PATH_MAX (a link can lead there) or deleted: nothing to show, so nothing to grant.
+                    highlightProblem = "\(Printable.path(bytes: entry.name)) cannot be chosen: the kernel gives no path for it "
+                        + "(it was deleted, or \(PathLimit.exceeded))"
                 }
             } catch {
                 highlightProblem = "Cannot open \(Printable.path(bytes: entry.name)): \(error)"
