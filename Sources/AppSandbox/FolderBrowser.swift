@@ -175,20 +175,21 @@ public struct FolderBrowser {
     public mutating func frame(width: Int, height: Int) -> [String] {
         let width = max(width, 20)
         func fit(_ text: String) -> String { text.count <= width ? text : String(text.prefix(width - 1)) + "…" }
-        /// A path in full, on as many lines as it takes: what is granted is never cut.
-        func whole(_ text: String) -> [String] {
+        /// Text in full, on as many lines as it takes: what is granted, and who asks, are never cut.
+        func whole(_ text: String, indent: String = "  ") -> [String] {
             var lines: [String] = []
             var rest = Substring(text)
-            while rest.count > width - 2 {
-                lines.append("  " + rest.prefix(width - 2))
-                rest = rest.dropFirst(width - 2)
+            while rest.count > width - indent.count {
+                lines.append(indent + rest.prefix(width - indent.count))
+                rest = rest.dropFirst(width - indent.count)
             }
-            return lines + ["  " + rest]
+            return lines + [indent + rest]
         }
+        let title = self.title.flatMap { whole($0, indent: "") }
         let here = Printable.path(currentPath)
         if let asked = confirming {
             let name = rows.indices.contains(cursor) ? Printable.path(bytes: rows[cursor].name) : ""
-            return title.map(fit)
+            return title
                 + [fit("Grant read-write access to this whole folder, and everything in it?")]
                 + whole(Printable.path(asked.path))
                 + [fit("It holds more than the highlighted \(name)/: every file and folder in it could be read, changed or deleted."),
@@ -213,7 +214,7 @@ public struct FolderBrowser {
                 highlightProblem = "Cannot open \(Printable.path(bytes: entry.name)): \(error)"
             }
         }
-        var lines = title.map(fit) + ["\u{1B}[1m" + fit(here) + "\u{1B}[0m"]
+        var lines = title + ["\u{1B}[1m" + fit(here) + "\u{1B}[0m"]
         let footer = takesKeys ? 3 : 1
         // One line spare: a frame as tall as the terminal would scroll it, and the next would not find its top.
         let visible = max(1, height - 1 - lines.count - footer - (notice.isEmpty ? 0 : 1))
