@@ -309,13 +309,13 @@ final class LiveGrantService: @unchecked Sendable {
                 return .asking(PickerQuestion(running: running) { answer in
                     switch answer {
                     case .success(let chosen):
-                        guard let chosen else { return self.chosen(nil, request: request, access: access, area: area).reply }
+                        guard let chosen else { return self.chosenPath(nil, request: request, access: access, area: area).reply }
                         let path = FilePath(bytes: chosen)
                         guard path.isAbsolute else {
                             self.last = Self.now()
                             return LiveGrantReply(status: .refused, message: "\(LiveGrantPickerError.notAbsolute)")
                         }
-                        return self.chosen(path, request: request, access: access, area: area).reply
+                        return self.chosenPath(path, request: request, access: access, area: area).reply
                     case .failure(let error):
                         self.last = Self.now()
                         return LiveGrantReply(status: .refused, message: "\(error)")
@@ -330,33 +330,47 @@ final class LiveGrantService: @unchecked Sendable {
             return .reply(LiveGrantReply(status: .noPicker, message: "nobody to ask: the terminal could not be taken from the command"))
         }
         // The app's own words are quoted on a line of their own, escaped: they cannot pass for the launcher's.
-        terminal.show(["\(app) asks for a folder, \(access == .readWrite ? "to read and write" : "read-only")."]
-            + (asked.isEmpty ? [] : ["Its words: \u{201C}\(asked)\u{201D}"]))
-        return .asking(TerminalQuestion(session: terminal, label: "Folder (empty line, Ctrl-D or Ctrl-C: cancel): ") { typed in
-            let path = typed.map { self.absolute(FilePath(bytes: $0)) }
-            return self.chosen(path, request: request, access: access, area: area)
+        let title = ["\(app) asks for a folder, \(FolderBrowser.describe(access))."]
+            + (asked.isEmpty ? [] : ["Its words: \u{201C}\(asked)\u{201D}"])
+        // The browser starts in the launcher's folder, as pick does.
+        let start = FilePath(Self.currentDirectory() ?? session.environment["HOME"] ?? "/")
+        guard let origin = (try? OwnedDescriptor.openFolder(start, follow: true)) ?? (try? OwnedDescriptor.openFolder(FilePath("/"), follow: false)) else {
+            terminal.close()
+            return .reply(LiveGrantReply(status: .refused, message: "no folder to start browsing from"))
+        }
+        let browser = FolderBrowser(title: title, access: access, startingAt: origin)
+        return .asking(BrowserQuestion(session: terminal, browser: browser) { chosen in
+            self.chosen(chosen, request: request, access: access, area: area)
         })
     }
 
-    /// A path typed at the terminal, as `pick --select` takes it: `~` is
-    /// the launcher's home, a relative path is relative to its folder.
-    private func absolute(_ typed: FilePath) -> FilePath {
-        var typed = typed
-        if let first = typed.components.first, first.string == "~", !typed.isAbsolute, let home = session.environment["HOME"] {
-            typed = FilePath(home).appending(Array(typed.components.dropFirst()))
-        }
-        guard !typed.isAbsolute else { return typed }
+    static func currentDirectory() -> String? {
         var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-        guard getcwd(&buffer, buffer.count) != nil else { return typed }
-        return FilePath(String(cString: buffer)).pushing(typed)
+        guard getcwd(&buffer, buffer.count) != nil else { return nil }
+        return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
-    /// The person's answer: nil cancelled. Walks and grants the folder, and
-    /// says what happened in lines for the terminal (where links led).
-    private func chosen(_ path: FilePath?, request: LiveGrantRequest, access: GrantAccess, area: LiveGrantArea) -> (reply: LiveGrantReply, lines: [String]) {
+    /// A path a picker program printed: walked as `pick --select` walks
+    /// it (links an app could have planted are refused), then granted.
+    private func chosenPath(_ path: FilePath?, request: LiveGrantRequest, access: GrantAccess, area: LiveGrantArea) -> (reply: LiveGrantReply, lines: [String]) {
+        guard let path else { return chosen(nil, request: request, access: access, area: area) }
+        do {
+            guard path.isAbsolute else { throw LiveGrantPickerError.notAbsolute }
+            let folder = try session.folder(path) { problem in GrantError.bookmarkFile(path: Printable.path(path), problem: problem) }
+            return chosen(FolderBrowser.Chosen(folder: folder, path: path), request: request, access: access, area: area)
+        } catch {
+            last = Self.now()
+            cancelsInARow = 0
+            return (LiveGrantReply(status: .refused, message: "\(error)"), ["Refused: \(Printable.message("\(error)"))"])
+        }
+    }
+
+    /// The person's answer: nil cancelled. Grants the folder chosen (held
+    /// open since it was shown), and says what happened in lines for the terminal.
+    private func chosen(_ chosen: FolderBrowser.Chosen?, request: LiveGrantRequest, access: GrantAccess, area: LiveGrantArea) -> (reply: LiveGrantReply, lines: [String]) {
         // The person's pause starts when the picker closes.
         defer { last = Self.now() }
-        guard let path else {
+        guard let chosen else {
             cancelsInARow += 1
             if cancelsInARow >= Self.cancelsBeforePause {
                 let doublings = Double(min(cancelsInARow - Self.cancelsBeforePause, 16))
@@ -365,9 +379,8 @@ final class LiveGrantService: @unchecked Sendable {
             return (LiveGrantReply(status: .cancelled, message: "the person chose no folder"), ["Cancelled: nothing granted."])
         }
         cancelsInARow = 0
+        let folder = chosen.folder, path = chosen.path
         do {
-            guard path.isAbsolute else { throw LiveGrantPickerError.notAbsolute }
-            let folder = try session.folder(path) { problem in GrantError.bookmarkFile(path: Printable.path(path), problem: problem) }
             var reached: FilePath?
             let issued = try broker().grant(app: app, opened: folder, access: access) { _ in
                 reached = try area.attach(folder, writable: access == .readWrite)
@@ -376,7 +389,7 @@ final class LiveGrantService: @unchecked Sendable {
             self.area = area
             attached[issued.id] = Attached(path: reached, folder: folder, starts: 0, pinned: true)
             try record(issued.id, path: issued.path)
-            // Where the folder is, links resolved: what the person typed may have led elsewhere.
+            // Where the folder is, links resolved: what a picker program printed may have led elsewhere.
             let actual = folder.currentPath ?? path
             var lines = ["Granted \(Printable.path(actual)) (\(access.rawValue)) to \(app)."]
             if actual != path.lexicallyNormalized() { lines.append("\(Printable.path(path)) leads there.") }
@@ -611,49 +624,89 @@ final class PickerQuestion: LiveGrantQuestion {
     func abandon() { running.abandon() }
 }
 
-/// A question on the person's terminal, waited for by the launcher's loop.
-final class TerminalQuestion: LiveGrantQuestion {
+/// The folder browser on the person's terminal, waited for by the
+/// launcher's loop: the same browser, with the same keys, as `pick`.
+/// It is drawn at once, takes keys only after `LiveGrantTerminalSession.settle`
+/// (what was typed before is dropped: the command may time its question to
+/// appear while the person types to it), and every line carries the launcher's mark.
+final class BrowserQuestion: LiveGrantQuestion {
     let session: LiveGrantTerminalSession
-    /// The line that asks for the answer, shown once the question settled.
-    let label: String
-    /// When the question takes keys (`LiveGrantTerminalSession.settle` after it is shown).
+    private var browser: FolderBrowser
+    private var painter: FolderBrowser.Painter
+    private var keys: FolderBrowser.Keys
+    /// When the question takes keys.
     let takesKeysAt: Double
     private var asked = false
-    /// The typed path (nil: cancelled), granted: the reply and what to show.
-    let answered: ([UInt8]?) -> (reply: LiveGrantReply, lines: [String])
+    /// When an incomplete escape sequence becomes a lone Esc.
+    private var escapeDue: Double?
+    /// The folder chosen (nil: cancelled), granted: the reply and what to show.
+    let answered: (FolderBrowser.Chosen?) -> (reply: LiveGrantReply, lines: [String])
 
-    init(session: LiveGrantTerminalSession, label: String, answered: @escaping ([UInt8]?) -> (reply: LiveGrantReply, lines: [String])) {
+    init(session: LiveGrantTerminalSession, browser: FolderBrowser,
+         answered: @escaping (FolderBrowser.Chosen?) -> (reply: LiveGrantReply, lines: [String])) {
         self.session = session
-        self.label = label
+        self.browser = browser
+        let mark = LiveGrantTerminalSession.lineMark
+        painter = FolderBrowser.Painter(prefix: mark.text, prefixWidth: mark.width)
+        keys = FolderBrowser.Keys(interrupt: session.interruptKey)
         takesKeysAt = LiveGrantService.now() + Double(LiveGrantTerminalSession.settle) / 1000
         self.answered = answered
+        self.browser.takesKeys = false
+        paint()
+    }
+
+    private func paint() {
+        let size = session.size
+        session.draw(painter.paint(browser.frame(width: size.width - painter.prefixWidth - 1, height: size.height)))
     }
 
     var descriptor: CInt? { asked ? session.input : nil }
-    var timeout: CInt { asked ? -1 : CInt(max(0, (takesKeysAt - LiveGrantService.now()) * 1000).rounded(.up)) }
+    var timeout: CInt {
+        let due = asked ? escapeDue : takesKeysAt
+        guard let due else { return -1 }
+        return CInt(max(0, (due - LiveGrantService.now()) * 1000).rounded(.up))
+    }
 
     func advance(ready: Bool) -> LiveGrantReply? {
         if !asked {
             guard LiveGrantService.now() >= takesKeysAt else { return nil }
             asked = true
-            session.ask(label)
+            session.browse()
+            browser.takesKeys = true
+            paint()
             return nil
         }
-        guard ready else { return nil }
-        let outcome: (reply: LiveGrantReply, lines: [String])
-        switch session.read() {
-        case .waiting: return nil
-        case .cancelled: outcome = answered(nil)
-        case .line(let typed): outcome = answered(typed)
-        case .tooLong:
-            outcome = (LiveGrantReply(status: .refused, message: "the path typed is too long"), ["Refused: the path typed is too long."])
+        var pressed: [FolderBrowser.Key] = []
+        if ready {
+            guard let bytes = session.readBytes() else { return finish(nil) }  // the terminal hung up
+            pressed = keys.feed(bytes)
         }
+        if keys.waiting {
+            if escapeDue == nil { escapeDue = LiveGrantService.now() + Double(FolderBrowser.Keys.escapeWait) / 1000 }
+            if !ready, let due = escapeDue, LiveGrantService.now() >= due { pressed += keys.flush() }
+        }
+        if !keys.waiting { escapeDue = nil }
+        // One key at a time, each on the frame it was typed at.
+        for key in pressed {
+            switch browser.handle(key) {
+            case .chosen(let chosen): return finish(chosen)
+            case .cancelled: return finish(nil)
+            case .browsing: paint()
+            }
+        }
+        return nil
+    }
+
+    private func finish(_ chosen: FolderBrowser.Chosen?) -> LiveGrantReply {
+        session.draw(painter.finish())
+        let outcome = answered(chosen)
         session.show(outcome.lines)
         session.close()
         return outcome.reply
     }
 
     func abandon() {
+        session.draw(painter.finish())
         session.show(["The sandbox ended: nothing granted."])
         session.close(commandEnded: true)
     }

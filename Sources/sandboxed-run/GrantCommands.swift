@@ -30,9 +30,10 @@ enum Picking {
     /// The terminal picker, for LaunchGrants: opens where the folder moved,
     /// with the cursor on it, or in the current folder.
     static func terminalPicker(_ request: PickRequest) throws -> OwnedDescriptor? {
-        let title = "sandboxed-run: choose a folder for \(request.app) (\(request.access.rawValue))"
+        let title = "sandboxed-run: choose a folder for \(request.app), " + FolderBrowser.describe(request.access)
         let origin = request.startingAt ?? FilePath(currentDirectory() ?? Environment.current["HOME"] ?? "/")
-        return try FolderPicker.choose(title: title, startingAt: origin, highlighted: request.highlighted)?.folder
+        return try FolderPicker.choose(
+            title: [Printable.message(title)], access: request.access, startingAt: origin, highlighted: request.highlighted)?.folder
     }
 
     /// `pick`: the folder the user chose (or `selected`, typed by the user),

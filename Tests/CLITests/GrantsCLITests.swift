@@ -164,17 +164,20 @@ import Testing
 /// The picker on a real terminal, driven through a pty.
 @Suite struct PickerTests {
     /// Runs sandboxed-run with `arguments` on a pty from `directory`, typing `keys`.
-    func drive(_ keys: String, home: CLI.Home, in directory: String? = nil, arguments: [String]? = nil) throws -> (Int32, String) {
+    /// `stdin`: a file the command reads as its stdin (the pty stays its controlling terminal, /dev/tty).
+    func drive(_ keys: String, home: CLI.Home, in directory: String? = nil, arguments: [String]? = nil, stdin: String? = nil) throws -> (Int32, String) {
         // The picker flushes type-ahead when it takes the terminal, so keys are
         // typed only once it has drawn; and nothing here waits forever.
         let driver = """
             import os, pty, select, signal, sys, time
-            binary, directory, keys, arguments = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+            binary, directory, keys, stdin, arguments = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5:]
             pid, fd = pty.fork()
             if pid == 0:
                 import fcntl, struct, termios
                 fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 240, 0, 0))  # wide enough for scratch paths
                 os.chdir(directory)
+                if stdin:
+                    os.dup2(os.open(stdin, os.O_RDONLY), 0)
                 os.execv(binary, [binary] + arguments)
             screen = b""
             deadline = time.monotonic() + 60
@@ -197,7 +200,8 @@ import Testing
                     os.system(key[3:])
                     continue
                 before = len(screen)
-                os.write(fd, {"down": b"\\x1b[B", "enter": b"\\r", "space": b" ", "q": b"q", "left": b"\\x1b[D"}[key])
+                os.write(fd, {"down": b"\\x1b[B", "up": b"\\x1b[A", "right": b"\\x1b[C", "left": b"\\x1b[D",
+                           "enter": b"\\r", "space": b" ", "esc": b"\\x1b", "ctrl-c": b"\\x03"}.get(key, key.encode()))
                 # Wait for the picker to redraw (or finish) before the next key.
                 settle = time.monotonic() + 2
                 while len(screen) == before and time.monotonic() < settle:
@@ -215,7 +219,7 @@ import Testing
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
         let command = arguments ?? ["pick", "--app", "com.example.memo", "-o", home.path + "/picked.bookmark"]
-        process.arguments = ["-c", driver, CLI.binary, directory ?? home.path, keys] + command
+        process.arguments = ["-c", driver, CLI.binary, directory ?? home.path, keys, stdin ?? ""] + command
         process.environment = home.environment
         let out = Pipe()
         let err = Pipe()
@@ -251,9 +255,9 @@ import Testing
         let moved = home.path + "/Moved"
         #expect(rename(vault, moved) == 0)
         // On a terminal, --on-stale defaults to prompt: the picker opens where the folder now
-        // is, with the cursor on it, and the user opens and chooses it.
+        // is, with the cursor on it, and the user chooses it.
         let run = ["run", "--app", "com.example.memo", "--grant", "VAULT=\(home.path)/vault.bookmark", "--", "/bin/sh", "-c", "echo granted:$SANDBOX_GRANT_VAULT"]
-        let (status, screen) = try drive("enter,space", home: home, arguments: run)
+        let (status, screen) = try drive("space", home: home, arguments: run)
         #expect(status == 0)
         #expect(screen.contains("granted:\(moved)"))
         #expect(try CLI.run(["resolve", "--app", "com.example.memo", home.path + "/vault.bookmark"], home: home).status == 0)
@@ -265,35 +269,36 @@ import Testing
             try FileManager.default.createDirectory(atPath: home.path + "/" + name, withIntermediateDirectories: true)
         }
         // Home holds alpha, beta (and data/state once used): down once is beta.
-        let (status, _) = try drive("down,enter,space", home: home)
+        let (status, _) = try drive("down,space", home: home)
         #expect(status == 0)
         let resolved = try CLI.run(["resolve", "--app", "com.example.memo", "--json", home.path + "/picked.bookmark"], home: home)
         #expect(resolved.stdout.contains(#""path":"\#(home.path)/beta""#), "\(resolved.stdout)")
     }
 
     /// An app can plant a link named like the vault in a folder it may
-    /// write. The picker shows it as a link with its target; following it
-    /// shows the real place, and that is what gets granted.
+    /// write. The picker shows it as a link with its target, and the real
+    /// place as what the key chooses; that is what gets granted.
     @Test func aSymlinkIsShownAsALinkAndGrantsOnlyWhatWasShown() throws {
         let home = CLI.Home()
         let target = home.path + "/zz/elsewhere"
         try FileManager.default.createDirectory(atPath: target, withIntermediateDirectories: true)
-        #expect(symlink(target, home.path + "/a-vault") == 0)
-        let (status, screen) = try drive("enter,space", home: home)
+        #expect(symlink("zz/./elsewhere", home.path + "/a-vault") == 0)
+        let (status, screen) = try drive("space", home: home)
         #expect(status == 0)
-        #expect(screen.contains("a-vault -> \(target) (link)"), "\(screen)")
+        #expect(screen.contains("a-vault -> zz/./elsewhere (link)"), "\(screen)")
+        #expect(screen.contains("space or Enter: choose \(target)\u{1B}"), "\(screen)")
         #expect(!screen.contains("a-vault/"))
         let resolved = try CLI.run(["resolve", "--app", "com.example.memo", "--json", home.path + "/picked.bookmark"], home: home)
         #expect(resolved.stdout.contains(#""path":"\#(target)""#), "\(resolved.stdout)")
     }
 
     /// The folder is renamed away and another made at its name while the
-    /// picker shows it: what gets granted is the folder the person saw.
+    /// picker highlights it: what gets granted is the folder the person saw.
     @Test func aFolderSwappedWhileShownIsNotTheOneGranted() throws {
         let home = CLI.Home()
         try FileManager.default.createDirectory(atPath: home.path + "/Aaa", withIntermediateDirectories: true)
         let swap = "sh:cd '\(home.path)' && mv Aaa Seen && mkdir Aaa"
-        let (status, _) = try drive("enter,\(swap),space", home: home)
+        let (status, _) = try drive("\(swap),space", home: home)
         #expect(status == 0)
         let resolved = try CLI.run(["resolve", "--app", "com.example.memo", "--json", home.path + "/picked.bookmark"], home: home)
         #expect(resolved.stdout.contains(#""path":"\#(home.path)/Seen""#), "\(resolved.stdout)")
@@ -315,6 +320,109 @@ import Testing
         let (status, _) = try drive("q", home: home)
         #expect(status == 1)
         #expect(!FileManager.default.fileExists(atPath: home.path + "/picked.bookmark"))
+    }
+
+    /// The grants of `home` as `grants list --json` gives them: app, access, path.
+    func granted(_ home: CLI.Home) throws -> [[String: String]] {
+        let list = try CLI.run(["grants", "list", "--json"], home: home)
+        let rows = try #require(try JSONSerialization.jsonObject(with: Data(list.stdout.utf8)) as? [[String: Any]], "\(list)")
+        return rows.map { row in ["app", "access", "path"].reduce(into: [:]) { $0[$1] = row[$1] as? String } }
+    }
+
+    /// `/home/u` lists `Other/`, `Vault/` and a folder named with escape
+    /// sequences: the highlighted folder is the one chosen, by Space or by
+    /// Enter, never the folder listed (its parent, and everything beside it).
+    @Test func theHighlightedFolderIsTheOneChosen() throws {
+        let home = CLI.Home()
+        let listed = home.path + "/u"
+        let hostile = "\u{1B}]0;title\u{07}\u{1B}[2J"
+        for name in ["Other", "Vault", hostile] {
+            try FileManager.default.createDirectory(atPath: listed + "/" + name, withIntermediateDirectories: true)
+        }
+        // The hostile name sorts first (ESC), then Other, then Vault.
+        for (keys, chosen) in [("down,down,space", "Vault"), ("down,enter", "Other"), ("space", hostile)] {
+            let output = home.path + "/\(chosen.count).bookmark"
+            let (status, screen) = try drive(keys, home: home, in: listed, arguments: ["pick", "--app", "com.example.memo", "-o", output])
+            #expect(status == 0, "\(keys): \(screen)")
+            let shownPath = listed + "/" + Printable(chosen)
+            #expect(screen.contains("space or Enter: choose \(shownPath)"), "\(keys): \(screen.debugDescription)")
+            #expect(screen.contains("granted com.example.memo read-write access to \(shownPath) "), "\(keys): \(screen.debugDescription)")
+            let resolved = try CLI.run(["resolve", "--app", "com.example.memo", "--json", output], home: home)
+            #expect(resolved.stdout.contains(#""path":"\#(listed)/"#), "\(resolved.stdout)")
+        }
+        let paths = try granted(home).compactMap { $0["path"] }
+        #expect(Set(paths) == Set([listed + "/Vault", listed + "/Other", listed + "/" + hostile]), "\(paths)")
+        #expect(!paths.contains(listed), "the folder listed was granted")
+        // The name reached the terminal escaped, never as the escape sequences it holds.
+        let (_, screen) = try drive("q", home: home, in: listed, arguments: ["pick", "--app", "com.example.memo", "-o", home.path + "/q"])
+        #expect(!screen.contains(hostile) && screen.contains("\\x1b]0;title\\x07\\x1b[2J/"), "\(screen.debugDescription)")
+    }
+
+    /// The name as the picker shows it.
+    func Printable(_ name: String) -> String {
+        name.unicodeScalars.map { $0.value < 0x20 ? String(format: "\\x%02x", $0.value) : String($0) }.joined()
+    }
+
+    /// → opens the highlighted folder; then Space chooses what is highlighted in it.
+    @Test func theRightArrowOpensAndSpaceChoosesInside() throws {
+        let home = CLI.Home()
+        let listed = home.path + "/u"
+        try FileManager.default.createDirectory(atPath: listed + "/Vault/Inner", withIntermediateDirectories: true)
+        let (status, screen) = try drive("right,space", home: home, in: listed, arguments: ["pick", "--app", "com.example.memo", "-o", home.path + "/b"])
+        #expect(status == 0, "\(screen)")
+        #expect(try granted(home).map { $0["path"] } == [listed + "/Vault/Inner"])
+    }
+
+    /// `c` chooses the folder listed. Read-write, with a folder highlighted
+    /// in it, that is broader than what the person pointed at: the folder
+    /// is shown whole and a yes is asked for, on the terminal (/dev/tty),
+    /// never on stdin, which here is a file of y's. Any other key goes back.
+    @Test func choosingTheFolderListedAsksFirstForReadWrite() throws {
+        let home = CLI.Home()
+        let listed = home.path + "/u"
+        for name in ["Other", "Vault"] {
+            try FileManager.default.createDirectory(atPath: listed + "/" + name, withIntermediateDirectories: true)
+        }
+        let yes = home.path + "/yes"
+        FileManager.default.createFile(atPath: yes, contents: Data(String(repeating: "y\n", count: 1000).utf8))
+        let pick = ["pick", "--app", "com.example.memo", "-o", home.path + "/b"]
+        let (refused, asked) = try drive("c,n,q", home: home, in: listed, arguments: pick, stdin: yes)
+        #expect(refused == 1, "\(asked)")
+        #expect(asked.contains("Grant read-write access to this whole folder, and everything in it?"), "\(asked)")
+        #expect(asked.contains("  \(listed)\u{1B}[0m"), "the folder is shown: \(asked.debugDescription)")
+        #expect(asked.contains("It holds more than the highlighted Other/"), "\(asked)")
+        #expect(asked.contains("Not granted: choose again."), "\(asked)")
+        #expect(try granted(home).isEmpty)
+
+        let (status, screen) = try drive("c,y", home: home, in: listed, arguments: pick)
+        #expect(status == 0, "\(screen)")
+        #expect(try granted(home).map { $0["path"] } == [listed])
+    }
+
+    /// Read-only, or with nothing highlighted (no folders in it), the folder
+    /// listed is what is shown to be chosen: no question.
+    @Test func choosingTheFolderListedReadOnlyOrEmptyAsksNothing() throws {
+        let home = CLI.Home()
+        let listed = home.path + "/u"
+        try FileManager.default.createDirectory(atPath: listed + "/Vault/Empty", withIntermediateDirectories: true)
+        let readOnly = try drive("c", home: home, in: listed, arguments: ["pick", "--app", "com.example.memo", "--read-only", "-o", home.path + "/a"])
+        #expect(readOnly.0 == 0 && !readOnly.1.contains("this whole folder"), "\(readOnly.1)")
+        let empty = try drive("space", home: home, in: listed + "/Vault/Empty", arguments: ["pick", "--app", "com.example.memo", "-o", home.path + "/b"])
+        #expect(empty.0 == 0 && empty.1.contains("(no folders here)"), "\(empty.1)")
+        let rows = try granted(home)
+        #expect(rows.map { $0["path"] } == [listed, listed + "/Vault/Empty"] || rows.map { $0["path"] } == [listed + "/Vault/Empty", listed], "\(rows)")
+        #expect(rows.first { $0["path"] == listed }?["access"] == "read-only")
+    }
+
+    /// q, a lone Esc and Ctrl-C cancel.
+    @Test func qEscAndCtrlCCancel() throws {
+        let home = CLI.Home()
+        try FileManager.default.createDirectory(atPath: home.path + "/u/Vault", withIntermediateDirectories: true)
+        for key in ["q", "esc", "ctrl-c"] {
+            let (status, screen) = try drive(key, home: home, in: home.path + "/u", arguments: ["pick", "--app", "com.example.memo", "-o", home.path + "/b"])
+            #expect(status == 1, "\(key): \(screen)")
+        }
+        #expect(try granted(home).isEmpty)
     }
 }
 

@@ -33,6 +33,9 @@ final class PersonAtTerminal: @unchecked Sendable {
         try #require(csb_open_pty(&master, &terminal) == 0)
         self.master = master
         self.terminal = terminal
+        // Wide enough for scratch paths on one line, as a terminal window would be.
+        var size = winsize(ws_row: 50, ws_col: 240, ws_xpixel: 0, ws_ypixel: 0)
+        _ = ioctl(terminal, UInt(TIOCSWINSZ), &size)
         Thread { [screen, master] in
             var buffer = [UInt8](repeating: 0, count: 65536)
             while !screen.lock.withLock({ screen.stopping }) {
@@ -72,12 +75,12 @@ final class PersonAtTerminal: @unchecked Sendable {
     }
 
     /// The launcher, on this terminal; as uid and gid 65534 when `nobody`.
-    func start(_ arguments: [String], home: CLI.Home, nobody: Bool = false) throws -> Process {
+    func start(_ arguments: [String], home: CLI.Home, in directory: String? = nil, nobody: Bool = false) throws -> Process {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: nobody ? "/usr/bin/setpriv" : CLI.binary)
         process.arguments = (nobody ? ["--reuid=65534", "--regid=65534", "--clear-groups", CLI.binary] : []) + arguments
         process.environment = home.environment.merging(["TERM": "xterm"]) { $1 }
-        process.currentDirectoryURL = URL(fileURLWithPath: home.path)
+        process.currentDirectoryURL = URL(fileURLWithPath: directory ?? home.path)
         let handle = FileHandle(fileDescriptor: terminal, closeOnDealloc: false)
         process.standardInput = handle
         process.standardOutput = handle
@@ -151,9 +154,12 @@ struct EmulatedKeyboard {
 /// panel answers "unavailable" without asking.
 @Suite struct LiveGrantsTerminalTests {
     let home = CLI.Home()
-    var folder: String { home.path + "/Picked" }
+    /// Where the launcher runs, and the browser starts: Picked is the one folder there, highlighted.
+    var desk: String { home.path + "/Desk" }
+    var folder: String { desk + "/Picked" }
     static let app = "com.example.live"
-    static let question = "Folder (empty line, Ctrl-D or Ctrl-C: cancel): "
+    /// The browser's last line, drawn once it takes keys.
+    static let question = "q: cancel"
 
     init() throws {
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
@@ -161,7 +167,7 @@ struct EmulatedKeyboard {
     }
 
     func start(_ terminal: PersonAtTerminal, _ script: String, options: [String] = [], nobody: Bool = false) throws -> Process {
-        try terminal.start(["run", "--app", Self.app] + options + ["--", "/bin/sh", "-c", script], home: home, nobody: nobody)
+        try terminal.start(["run", "--app", Self.app] + options + ["--", "/bin/sh", "-c", script], home: home, in: desk, nobody: nobody)
     }
 
     var grants: String { grants(nobody: false) }
@@ -187,7 +193,8 @@ struct EmulatedKeyboard {
 
     func typedAtTheTerminal(nobody: Bool) throws {
         let terminal = try PersonAtTerminal()
-        try FileManager.default.createSymbolicLink(atPath: home.path + "/link", withDestinationPath: folder)
+        // "link" sorts before "Picked": it is highlighted, and the browser shows where it leads.
+        try FileManager.default.createSymbolicLink(atPath: desk + "/link", withDestinationPath: "./Picked")
         if nobody { #expect(try CLI.program("/bin/chown", ["-R", "65534:65534", home.path]).status == 0) }
         let script = """
             cat '\(folder)/note.txt' 2>/dev/null || echo before-refused
@@ -198,32 +205,67 @@ struct EmulatedKeyboard {
             """
         let process = try start(terminal, script, nobody: nobody)
         #expect(terminal.waitFor(Self.question), "\(terminal.output)")
-        terminal.type(home.path + "/link\n")
+        terminal.type(" ")
         let status = terminal.finish(process)
         let shown = terminal.output
         #expect(status == 0, "\(shown)")
-        #expect(shown.contains("\(Self.app) asks for a folder, to read and write."), "\(shown)")
+        #expect(shown.contains("\(Self.app) asks for a folder, to read and write (read-write)."), "\(shown)")
         #expect(shown.contains("Its words: \u{201C}for the notes\u{201D}"), "\(shown)")
-        // Where the link led, as pick shows it.
+        // The link as a link, and where it leads as what Space chooses, as pick shows them.
+        #expect(shown.contains("> link -> ./Picked (link)"), "\(shown)")
+        #expect(shown.contains("space or Enter: choose \(folder)\u{1B}"), "\(shown)")
         #expect(shown.contains("Granted \(folder) (read-write) to \(Self.app)."), "\(shown)")
-        #expect(shown.contains("\(home.path)/link leads there."), "\(shown)")
         #expect(shown.contains("before-refused"), "\(shown)")
         #expect(shown.contains("at /run/sandboxed-run/grants/1\r\npicked bytes\r\nwrite-ok"), "\(shown)")
         #expect((try? String(contentsOfFile: folder + "/new.txt", encoding: .utf8)) == "written\n")
         #expect(grants(nobody: nobody).contains(folder), "the grant is in the ledger")
     }
 
-    /// An empty line, Ctrl-D and Ctrl-C each cancel: nothing granted, the
+    /// The open panel's question is pick's browser, with its keys: `c`
+    /// chooses the folder listed, and read-write, with a folder highlighted
+    /// in it, asks first, showing it whole; any key but y goes back. A
+    /// read-only request says so, and asks nothing for the folder listed.
+    @Test func theFolderListedIsGrantedReadWriteOnlyAfterAYes() throws {
+        let terminal = try PersonAtTerminal()
+        let script = """
+            p=$("$SANDBOXED_RUN" open-panel); echo "first $? $p"
+            p=$("$SANDBOXED_RUN" open-panel --read-only); echo "second $? $p"
+            """
+        let process = try start(terminal, script)
+        #expect(terminal.waitFor(Self.question), "\(terminal.output)")
+        terminal.type("c")
+        #expect(terminal.waitFor("y: yes, grant all of it"), "\(terminal.output)")
+        terminal.type("n")
+        #expect(terminal.waitFor("Not granted: choose again."), "\(terminal.output)")
+        terminal.type("c")
+        #expect(terminal.waitFor("y: yes, grant all of it", times: 2), "\(terminal.output)")
+        terminal.type("y")
+        #expect(terminal.waitFor("first 0 /run/sandboxed-run/grants/1"), "\(terminal.output)")
+        #expect(terminal.waitFor("q: cancel", times: 3), "\(terminal.output)")
+        terminal.type("c")
+        #expect(terminal.finish(process) == 0, "\(terminal.output)")
+        let shown = terminal.output
+        #expect(shown.contains("Grant read-write access to this whole folder, and everything in it?"), "\(shown)")
+        #expect(shown.contains("  \(desk)\u{1B}[0m"), "the folder is shown whole: \(shown.debugDescription)")
+        #expect(shown.contains("It holds more than the highlighted Picked/"), "\(shown)")
+        #expect(shown.contains("Granted \(desk) (read-write) to \(Self.app)."), "\(shown)")
+        #expect(shown.contains("\(Self.app) asks for a folder, to read only (read-only)."), "\(shown)")
+        #expect(shown.contains("Granted \(desk) (read-only) to \(Self.app)."), "\(shown)")
+        #expect(shown.contains("second 0 /run/sandboxed-run/grants/2"), "\(shown)")
+        #expect(terminal.count("y: yes, grant all of it") == 2, "the read-only grant asked: \(shown)")
+    }
+
+    /// A lone Esc, Ctrl-D and Ctrl-C each cancel (q too: the tests below): nothing granted, the
     /// command keeps running (Ctrl-C signals nobody: not the command, not the launcher).
     @Test func cancellingGrantsNothingAndTheCommandKeepsRunning() throws {
         let terminal = try PersonAtTerminal()
         let script = """
-            for key in empty ctrl-d ctrl-c; do "$SANDBOXED_RUN" open-panel; echo "$key status $?"; done
+            for key in esc ctrl-d ctrl-c; do "$SANDBOXED_RUN" open-panel; echo "$key status $?"; done
             echo still-running
             ls /run/sandboxed-run/grants | wc -l
             """
         let process = try start(terminal, script)
-        for (index, (key, name)) in [("\n", "empty"), ("\u{04}", "ctrl-d"), ("\u{03}", "ctrl-c")].enumerated() {
+        for (index, (key, name)) in [("\u{1B}", "esc"), ("\u{04}", "ctrl-d"), ("\u{03}", "ctrl-c")].enumerated() {
             #expect(terminal.waitFor(Self.question, times: index + 1), "\(name): \(terminal.output)")
             terminal.type(key)
             #expect(terminal.waitFor("\(name) status"), "\(name): \(terminal.output)")
@@ -231,7 +273,7 @@ struct EmulatedKeyboard {
         let status = terminal.finish(process)
         let shown = terminal.output
         #expect(status == 0, "\(shown)")
-        for name in ["empty", "ctrl-d", "ctrl-c"] { #expect(shown.contains("\(name) status 1\r\n"), "\(name): \(shown)") }
+        for name in ["esc", "ctrl-d", "ctrl-c"] { #expect(shown.contains("\(name) status 1\r\n"), "\(name): \(shown)") }
         #expect(shown.contains("ctrl-c status 1\r\nstill-running\r\n0\r\n"), "\(shown)")
         #expect(terminal.count("Cancelled: nothing granted.") == 3, "\(shown)")
         #expect(!grants.contains(folder))
@@ -259,7 +301,7 @@ struct EmulatedKeyboard {
         // The command writes 50 KB meanwhile: none of it is shown while the question is up.
         Thread.sleep(forTimeInterval: 3)
         #expect(!terminal.output.contains("LATE-OUTPUT"), "\(terminal.output)")
-        terminal.type(folder + "\n")
+        terminal.type(" ")
         #expect(terminal.waitFor("at /run/sandboxed-run/grants/1"), "\(terminal.output)")
         terminal.type("after-the-question\n")
         let status = terminal.finish(process)
@@ -290,7 +332,7 @@ struct EmulatedKeyboard {
             """
         let process = try start(terminal, script, options: ["--setenv", "HOSTILE=" + hostile, "--setenv", "BEFORE=" + before])
         #expect(terminal.waitFor(Self.question), "\(terminal.output)")
-        terminal.type("\n")
+        terminal.type("q")
         #expect(terminal.finish(process) == 0, "\(terminal.output)")
         let shown = terminal.bytes
         let text = String(decoding: shown, as: UTF8.self)
@@ -345,7 +387,7 @@ struct EmulatedKeyboard {
         #expect(back.kitty.last == 9 && back.otherKeys == 2, "the command's keyboard modes were given back: \(back)")
 
         #expect(terminal.waitFor(Self.question, times: 2), "\(terminal.output)")
-        terminal.type(folder + EmulatedKeyboard(terminal.bytes).enter)
+        terminal.type(EmulatedKeyboard(terminal.bytes).enter)
         #expect(terminal.finish(process) == 0, "\(terminal.output.debugDescription)")
         let shown = terminal.output
         #expect(shown.contains("second 0 /run/sandboxed-run/grants/1"), "Enter did not answer: \(shown.debugDescription)")
@@ -377,14 +419,13 @@ struct EmulatedKeyboard {
         let process = try start(terminal, "\"$SANDBOXED_RUN\" open-panel; echo \"status $?\"")
         #expect(terminal.waitFor("asks for a folder", seconds: 20), "\(terminal.output)")
         let early = !terminal.output.contains(Self.question)
-        terminal.type(folder + "\n")
+        terminal.type(" \r")
         #expect(early, "the keys were typed only after the question asked (the machine was too slow for this test)")
         #expect(terminal.waitFor(Self.question), "\(terminal.output)")
         Thread.sleep(forTimeInterval: 0.5)
-        terminal.type("\n")
+        terminal.type("q")
         #expect(terminal.finish(process) == 0, "\(terminal.output)")
         #expect(terminal.output.contains("status 1"), "\(terminal.output)")
-        #expect(!terminal.output.contains(folder), "the early keys were echoed: \(terminal.output)")
         #expect(!grants.contains(folder))
     }
 
@@ -449,7 +490,7 @@ struct EmulatedKeyboard {
             """
         let process = try start(terminal, script, options: ["--setenv", "CONNECT=" + Self.connect])
         #expect(terminal.waitFor(Self.question), "\(terminal.output)")
-        terminal.type(folder + "\n")
+        terminal.type(" ")
         #expect(terminal.waitFor(Self.question, times: 2), "\(terminal.output)")
         #expect(Self.waitForFile(in: home.path + "/data", named: "connected", seconds: 10), "the supervisor waited for the person")
         let revoked = try CLI.run(["grants", "revoke", "--folder", folder], home: home)
@@ -457,7 +498,7 @@ struct EmulatedKeyboard {
         let cut = LiveGrantsTerminalTests.waitForFile(in: home.path + "/data", named: "cut", seconds: 10)
         #expect(cut, "the revocation waited for the person")
         #expect(terminal.output.contains(Self.question) && !terminal.output.contains("second"), "the question is still up")
-        terminal.type("\n")
+        terminal.type("q")
         #expect(terminal.finish(process) == 0, "\(terminal.output)")
         #expect(terminal.output.contains("second 1"), "\(terminal.output)")
     }

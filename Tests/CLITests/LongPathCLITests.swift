@@ -110,20 +110,26 @@ final class DeepFolders {
         #expect(run.stderr.contains("its path is \(Self.limit)"), "\(run.stderr)")
     }
 
-    /// The open panel's typed path: a short path leading beyond PATH_MAX is
-    /// refused with the same sentence, and nothing is granted.
-    @Test func aPathTypedForTheOpenPanelSaysThePathIsTooLong() throws {
-        let shortcut = try deep.shortcut()
+    /// The open panel's browser: a short link leading beyond PATH_MAX is
+    /// highlighted; it cannot be chosen, the browser says why with the same
+    /// sentence, and nothing is granted.
+    @Test func aLinkBeyondPathMaxCannotBeChosenInTheOpenPanel() throws {
+        _ = try deep.shortcut()
         let terminal = try PersonAtTerminal()
         let script = "\"$SANDBOXED_RUN\" open-panel; echo \"status $?\""
-        let process = try terminal.start(["run", "--app", Self.app, "--", "/bin/sh", "-c", script], home: home)
+        // The link's folder holds the next level (d…d) and jump, in that order.
+        let process = try terminal.start(["run", "--app", Self.app, "--", "/bin/sh", "-c", script], home: home, in: deep.path(10))
         #expect(terminal.waitFor(LiveGrantsTerminalTests.question), "\(terminal.output)")
-        terminal.type(shortcut + "\n")
+        terminal.type("\u{1B}[B")
+        #expect(terminal.waitFor(LiveGrantsTerminalTests.question, times: 2), "\(terminal.output)")
+        terminal.type(" ")
+        #expect(terminal.waitFor("jump cannot be chosen"), "\(terminal.output)")
+        terminal.type("q")
         let status = terminal.finish(process)
         let shown = terminal.output
         #expect(status == 0, "\(shown)")
-        #expect(shown.contains("Refused: cannot grant the chosen folder: its path is \(Self.limit)"), "\(shown)")
-        #expect(shown.contains("status 4"), "\(shown)")
+        #expect(shown.contains("jump cannot be chosen: the kernel gives no path for it (it was deleted, or its path is \(Self.limit)"), "\(shown)")
+        #expect(shown.contains("status 1"), "\(shown)")
         #expect(try CLI.run(["grants", "list"], home: home).stdout == "no grants\n")
     }
 }

@@ -101,6 +101,8 @@ public final class LiveGrantTerminalSession: @unchecked Sendable {
     /// Each line of the launcher's starts so: cleared, single width, and a
     /// label in reverse video the command's text never appears on while the question is up.
     static let mark = "\r\u{1B}[2K\u{1B}#5\u{1B}[0;1;7m sandboxed-run \u{1B}[0m "
+    /// The mark, for lines drawn with `draw`, and the columns it takes.
+    public static var lineMark: (text: String, width: Int) { (mark, 16) }
 
     /// Shows `lines`, each marked as the launcher's. The caller escapes
     /// whatever came from elsewhere (`Printable`).
@@ -116,6 +118,35 @@ public final class LiveGrantTerminalSession: @unchecked Sendable {
         relay.answerFromNow()
         write(Self.mark + label + "\u{1B}[0m")
     }
+
+    /// From now on keys are read one by one, unechoed, for a browser
+    /// (`FolderBrowser`): keys typed before are dropped, as for `ask`.
+    public func browse() {
+        relay.browseFromNow()
+    }
+
+    /// The interrupt key (Ctrl-C unless the person chose another): it cancels.
+    public var interruptKey: UInt8 { interrupt }
+
+    /// The terminal's size, or 80×24.
+    public var size: (width: Int, height: Int) {
+        var size = winsize()
+        guard ioctl(output, UInt(TIOCGWINSZ), &size) == 0, size.ws_col > 20, size.ws_row > 8 else { return (80, 24) }
+        return (Int(size.ws_col), Int(size.ws_row))
+    }
+
+    /// The bytes the terminal has (once `input` polled ready): nil when it
+    /// hung up, empty when there was nothing after all.
+    public func readBytes() -> [UInt8]? {
+        var buffer = [UInt8](repeating: 0, count: 256)
+        var got: Int
+        repeat { got = buffer.withUnsafeMutableBytes { Glibc.read(input, $0.baseAddress, $0.count) } } while got < 0 && errno == EINTR
+        if got < 0 && errno == EAGAIN { return [] }
+        return got > 0 ? Array(buffer[..<got]) : nil
+    }
+
+    /// Writes the launcher's own bytes (a browser's frame, already escaped).
+    public func draw(_ text: String) { write(text) }
 
     /// How long a question is shown before it takes keys (milliseconds).
     public static let settle: CInt = 500

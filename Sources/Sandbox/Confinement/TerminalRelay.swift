@@ -286,6 +286,21 @@ final class TerminalRelay {
         _ = tcsetattr(input, TCSANOW, &modes)
     }
 
+    /// For a browser that reads keys one by one (`LiveGrantTerminalSession.browse`):
+    /// drops every key typed so far; from now on each key is read as typed,
+    /// without echo, and the interrupt key arrives as a byte (it signals nobody).
+    func browseFromNow() {
+        guard paused, let input, var modes = questionModes else { return }
+        modes.c_lflag &= ~tcflag_t(ICANON | ECHO | ISIG | IEXTEN)
+        modes.c_iflag &= ~tcflag_t(IXON)
+        withUnsafeMutableBytes(of: &modes.c_cc) { keys in
+            keys[Int(VMIN)] = 1
+            keys[Int(VTIME)] = 0
+        }
+        _ = tcflush(input, TCIFLUSH)
+        _ = tcsetattr(input, TCSANOW, &modes)
+    }
+
     /// What gives the command back the modes a question turned off
     /// (`TerminalModes.restore`); `commandEnded`: only what the question
     /// itself changed is undone, since nothing is left to want the rest.

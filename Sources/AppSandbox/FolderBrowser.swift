@@ -1,0 +1,337 @@
+@preconcurrency import Glibc
+import Grants
+import Sandbox
+import SystemPackage
+
+/// The terminal folder browser, the one way a person picks a folder on a
+/// terminal: `pick` (and `run --on-missing/--on-stale prompt`) drive it on
+/// /dev/tty, and an open panel's question drives it on the terminal the
+/// launcher relays. It only turns keys into state and state into lines;
+/// the caller reads the keys and writes the lines.
+///
+/// What is highlighted is what is chosen, as in Apple's and GTK's open
+/// panels: Space or Enter choose the highlighted folder, → opens it, ←
+/// goes up, `c` chooses the folder listed (all of it), which asks first when
+/// the grant is read-write and a folder in it is highlighted (it is broader
+/// than what the person pointed at).
+///
+/// What is shown is what is granted: the highlighted folder is opened when
+/// it is drawn, its path as the kernel knows it is the one shown, and that
+/// descriptor is the one chosen, whatever is renamed or swapped after.
+/// Every name is escaped (`Printable`): a folder named with escape sequences
+/// cannot drive the terminal. A folder is opened without following a link
+/// swapped in for it; a link is shown as a link with its target, and the
+/// footer shows where it leads before it can be chosen.
+public struct FolderBrowser {
+    /// Who asks and for what: shown above the list on every frame (escaped by the caller).
+    public let title: [String]
+    public let access: GrantAccess
+    /// The folder listed, held open.
+    public private(set) var current: OwnedDescriptor
+    private var showHidden = false
+    private var cursor = 0
+    private var notice = ""
+    /// The rows of the last frame: keys act on what was drawn.
+    private var rows: [Entry] = []
+    /// The highlighted row's folder, opened when it was drawn.
+    private var highlighted: Chosen?
+    /// Why the highlighted row could not be opened.
+    private var highlightProblem: String?
+    /// The listed folder, waiting for a yes before a read-write grant of all of it.
+    private var confirming: Chosen?
+    /// Whether the frame shows the keys (false until the question takes keys).
+    public var takesKeys = true
+
+    /// A folder chosen: held open, and its path as it was shown.
+    public struct Chosen {
+        public let folder: OwnedDescriptor
+        public let path: FilePath
+    }
+
+    /// One row: a folder, or a symbolic link to one, shown with its target.
+    struct Entry: Equatable {
+        let name: [UInt8]
+        let linkTarget: [UInt8]?
+    }
+
+    public enum Outcome {
+        case browsing
+        case chosen(Chosen)
+        case cancelled
+    }
+
+    /// `highlighting`: a folder in `start` to put the cursor on.
+    public init(title: [String], access: GrantAccess, startingAt start: OwnedDescriptor, highlighting: [UInt8]? = nil) {
+        self.title = title
+        self.access = access
+        current = start
+        rows = entries()
+        if let highlighting, let index = rows.firstIndex(where: { $0.name == highlighting && $0.linkTarget == nil }) { cursor = index }
+    }
+
+    /// The path of the folder listed, as the kernel knows it (links resolved).
+    public var currentPath: FilePath { current.currentPath ?? FilePath("?") }
+
+    /// The keys, as `Keys` decodes them.
+    public enum Key: Equatable {
+        case up, down, right, left, enter, space, escape, interrupt
+        case character(UInt8)
+    }
+
+    /// What `key` does to the frame last drawn.
+    public mutating func handle(_ key: Key) -> Outcome {
+        if let asked = confirming {
+            confirming = nil
+            switch key {
+            case .character(UInt8(ascii: "y")), .character(UInt8(ascii: "Y")): return .chosen(asked)
+            case .interrupt: return .cancelled
+            default:
+                notice = "Not granted: choose again."
+                return .browsing
+            }
+        }
+        switch key {
+        case .up, .character(UInt8(ascii: "k")): cursor -= 1
+        case .down, .character(UInt8(ascii: "j")): cursor += 1
+        case .right, .character(UInt8(ascii: "l")): open()
+        case .left, .character(UInt8(ascii: "h")), .character(0x7F), .character(0x08): parent()
+        case .space, .enter:
+            // Nothing highlighted (no folders here): the folder listed is the one shown to be chosen.
+            guard !rows.isEmpty else { return .chosen(Chosen(folder: current, path: currentPath)) }
+            guard let highlighted else {
+                notice = highlightProblem ?? "That folder cannot be chosen."
+                return .browsing
+            }
+            return .chosen(highlighted)
+        case .character(UInt8(ascii: "c")):
+            let listed = Chosen(folder: current, path: currentPath)
+            guard access == .readWrite, !rows.isEmpty else { return .chosen(listed) }
+            confirming = listed
+        case .character(UInt8(ascii: ".")): showHidden.toggle()
+        case .escape, .interrupt, .character(UInt8(ascii: "q")): return .cancelled
+        default: break
+        }
+        return .browsing
+    }
+
+    private mutating func open() {
+        guard rows.indices.contains(cursor) else { return }
+        let entry = rows[cursor]
+        // A folder is opened without following links: if it was swapped for a
+        // link since it was listed, the person is told, not moved. A link is
+        // followed on purpose, and the header then shows where it led.
+        do {
+            current = try .openFolder(entry.name, relativeTo: current, follow: entry.linkTarget != nil)
+            cursor = 0
+        } catch {
+            notice = "Cannot open \(Printable.path(bytes: entry.name)): \(error)"
+        }
+    }
+
+    private mutating func parent() {
+        let name = currentPath.lastComponent.map { FilePath(root: nil, [$0]).bytes }
+        guard let up = try? OwnedDescriptor.openFolder(Array("..".utf8), relativeTo: current, follow: false) else { return }
+        current = up
+        cursor = entries().firstIndex { $0.name == name && $0.linkTarget == nil } ?? 0
+    }
+
+    /// The folders in `current`, and the links that lead to folders, sorted.
+    func entries() -> [Entry] {
+        guard let names = try? directoryEntries(FilePath("/proc/self/fd/\(current.rawValue)")).map(\.rawName) else { return [] }
+        var result: [Entry] = []
+        for name in names where showHidden || name.first != UInt8(ascii: ".") {
+            var st = stat()
+            guard Self.withCString(name, { fstatat(current.rawValue, $0, &st, AT_SYMLINK_NOFOLLOW) }) == 0 else { continue }
+            switch st.st_mode & S_IFMT {
+            case S_IFDIR:
+                result.append(Entry(name: name, linkTarget: nil))
+            case S_IFLNK:
+                var target = stat()
+                guard Self.withCString(name, { fstatat(current.rawValue, $0, &target, 0) }) == 0, target.st_mode & S_IFMT == S_IFDIR,
+                      let text = linkTarget(name) else { continue }
+                result.append(Entry(name: name, linkTarget: text))
+            default:
+                continue
+            }
+        }
+        return result.sorted { String(decoding: $0.name, as: UTF8.self).lowercased() < String(decoding: $1.name, as: UTF8.self).lowercased() }
+    }
+
+    private func linkTarget(_ name: [UInt8]) -> [UInt8]? {
+        var buffer = [UInt8](repeating: 0, count: Int(PATH_MAX) + 1)
+        let length = Self.withCString(name) { cName in
+            buffer.withUnsafeMutableBytes { readlinkat(current.rawValue, cName, $0.baseAddress!.assumingMemoryBound(to: CChar.self), Int(PATH_MAX)) }
+        }
+        return length >= 0 ? Array(buffer[0..<length]) : nil
+    }
+
+    private static func withCString<R>(_ bytes: [UInt8], _ body: (UnsafePointer<CChar>) throws -> R) rethrows -> R {
+        try (bytes + [0]).withUnsafeBufferPointer { try body(UnsafeRawPointer($0.baseAddress!).assumingMemoryBound(to: CChar.self)) }
+    }
+
+    /// The frame to draw now, at most `height` lines of at most `width`
+    /// characters: the folder listed is read again, and the highlighted
+    /// folder opened, so that the path shown for it is the one chosen.
+    public mutating func frame(width: Int, height: Int) -> [String] {
+        let width = max(width, 20)
+        func fit(_ text: String) -> String { text.count <= width ? text : String(text.prefix(width - 1)) + "…" }
+        /// Text in full, on as many lines as it takes: what is granted, and who asks, are never cut.
+        func whole(_ text: String, indent: String = "  ") -> [String] {
+            var lines: [String] = []
+            var rest = Substring(text)
+            while rest.count > width - indent.count {
+                lines.append(indent + rest.prefix(width - indent.count))
+                rest = rest.dropFirst(width - indent.count)
+            }
+            return lines + [indent + rest]
+        }
+        let title = self.title.flatMap { whole($0, indent: "") }
+        let here = Printable.path(currentPath)
+        if let asked = confirming {
+            let name = rows.indices.contains(cursor) ? Printable.path(bytes: rows[cursor].name) : ""
+            return title
+                + [fit("Grant read-write access to this whole folder, and everything in it?")]
+                + whole(Printable.path(asked.path))
+                + [fit("It holds more than the highlighted \(name)/: every file and folder in it could be read, changed or deleted."),
+                   fit("y: yes, grant all of it    any other key: no, back to the list")]
+        }
+        rows = entries()
+        cursor = min(max(cursor, 0), max(rows.count - 1, 0))
+        highlighted = nil
+        highlightProblem = nil
+        if rows.indices.contains(cursor) {
+            let entry = rows[cursor]
+            do {
+                let folder = try OwnedDescriptor.openFolder(entry.name, relativeTo: current, follow: entry.linkTarget != nil)
+                if let path = folder.currentPath {
+                    highlighted = Chosen(folder: folder, path: path)
+                } else {
+                    // Beyond PATH_MAX (a link can lead there) or deleted: nothing to show, so nothing to grant.
+                    highlightProblem = "\(Printable.path(bytes: entry.name)) cannot be chosen: the kernel gives no path for it "
+                        + "(it was deleted, or \(PathLimit.exceeded))"
+                }
+            } catch {
+                highlightProblem = "Cannot open \(Printable.path(bytes: entry.name)): \(error)"
+            }
+        }
+        var lines = title + ["\u{1B}[1m" + fit(here) + "\u{1B}[0m"]
+        let footer = takesKeys ? 3 : 1
+        // One line spare: a frame as tall as the terminal would scroll it, and the next would not find its top.
+        let visible = max(1, height - 1 - lines.count - footer - (notice.isEmpty ? 0 : 1))
+        let first = max(0, min(cursor - visible / 2, rows.count - visible))
+        if rows.isEmpty { lines.append("  (no folders here)") }
+        for index in first..<min(rows.count, first + visible) {
+            let entry = rows[index]
+            let label = fit("  " + Printable.path(bytes: entry.name) + (entry.linkTarget.map { " -> " + Printable.path(bytes: $0) + " (link)" } ?? "/"))
+            lines.append(index == cursor ? "\u{1B}[7m>" + label.dropFirst() + "\u{1B}[0m" : label)
+        }
+        if !notice.isEmpty { lines.append(fit(notice)) }
+        notice = ""
+        guard takesKeys else { return lines + [fit("(keys in a moment)")] }
+        let chooses = rows.isEmpty ? here : highlighted.map { Printable.path($0.path) } ?? "(cannot be chosen)"
+        lines.append(fit("space or Enter: choose \(chooses)"))
+        lines.append(fit("c: choose all of \(here)"))
+        lines.append(fit("↑↓ move  → open  ← up  . hidden  q: cancel"))
+        return lines
+    }
+
+    /// Turns bytes read from a terminal into keys: arrows (`ESC [ A`, and
+    /// `ESC O A` in cursor-key mode), Enter (CR or LF), Space, Esc, the
+    /// interrupt key and Ctrl-D (cancel); other sequences are dropped.
+    public struct Keys {
+        private var pending: [UInt8] = []
+        let interrupt: UInt8
+
+        public init(interrupt: UInt8 = 0x03) { self.interrupt = interrupt }
+
+        /// An escape sequence is incomplete: when nothing follows in a
+        /// moment (`escapeWait` ms), `flush` makes it a lone Esc.
+        public var waiting: Bool { !pending.isEmpty }
+        public static let escapeWait: CInt = 50
+
+        public mutating func feed(_ bytes: [UInt8]) -> [Key] {
+            var keys: [Key] = []
+            for byte in bytes {
+                if pending.isEmpty {
+                    switch byte {
+                    case 0x1B: pending = [byte]
+                    case 0x0D, 0x0A: keys.append(.enter)
+                    case 0x20: keys.append(.space)
+                    case interrupt, 0x03, 0x04: keys.append(.interrupt)
+                    default: keys.append(.character(byte))
+                    }
+                    continue
+                }
+                pending.append(byte)
+                if pending.count == 2 {
+                    // ESC then anything but [ or O: Alt and a key, dropped.
+                    if byte != UInt8(ascii: "[") && byte != UInt8(ascii: "O") { pending = [] }
+                    continue
+                }
+                // A final byte ends the sequence; parameters and intermediates go on (bounded).
+                guard (0x40...0x7E).contains(byte) else {
+                    if pending.count > 32 { pending = [] }
+                    continue
+                }
+                switch byte {
+                case UInt8(ascii: "A"): keys.append(.up)
+                case UInt8(ascii: "B"): keys.append(.down)
+                case UInt8(ascii: "C"): keys.append(.right)
+                case UInt8(ascii: "D"): keys.append(.left)
+                default: break
+                }
+                pending = []
+            }
+            return keys
+        }
+
+        /// Nothing followed: a lone Esc, or an incomplete sequence dropped.
+        public mutating func flush() -> [Key] {
+            defer { pending = [] }
+            return pending == [0x1B] ? [.escape] : []
+        }
+    }
+
+    /// Draws frames in place, below the cursor: each frame moves back to
+    /// the first line of the one before and erases down, so that the screen
+    /// above (the command's, or the shell's) stays. Wrapping is off while a
+    /// frame is drawn, so a line too wide for the terminal cannot push the
+    /// frame out of place.
+    public struct Painter {
+        private var drawn = 0
+        /// Written before each line (the launcher's mark), of `prefixWidth` columns.
+        let prefix: String
+        public let prefixWidth: Int
+
+        public init(prefix: String = "", prefixWidth: Int = 0) {
+            self.prefix = prefix
+            self.prefixWidth = prefixWidth
+        }
+
+        public mutating func paint(_ lines: [String]) -> String {
+            var out = "\u{1B}[?7l\r"
+            if drawn > 1 { out += "\u{1B}[\(drawn - 1)A" }
+            out += "\u{1B}[J" + lines.map { prefix + $0 + "\u{1B}[0m" }.joined(separator: "\r\n") + "\u{1B}[?7h"
+            drawn = lines.count
+            return out
+        }
+
+        /// Ends the last frame: the cursor on a fresh line below it.
+        public mutating func finish() -> String {
+            defer { drawn = 0 }
+            return drawn > 0 ? "\r\n" : ""
+        }
+    }
+
+    /// The access asked for, in words: "to read and write" or "read-only".
+    public static func describe(_ access: GrantAccess) -> String {
+        access == .readWrite ? "to read and write (read-write)" : "to read only (read-only)"
+    }
+
+    /// The terminal's size, or 80×24.
+    public static func size(of terminal: CInt) -> (width: Int, height: Int) {
+        var size = winsize()
+        guard ioctl(terminal, UInt(TIOCGWINSZ), &size) == 0, size.ws_col > 20, size.ws_row > 8 else { return (80, 24) }
+        return (Int(size.ws_col), Int(size.ws_row))
+    }
+}
