@@ -132,8 +132,11 @@ struct Pick: ParsableCommand {
         commandName: "pick",
         abstract: "Let the user choose a folder for an app; write the app's bookmark.",
         discussion: """
-            Asks on the terminal (/dev/tty), which the app cannot drive. --select PATH chooses without \
-            asking, for scripts and tests. The bookmark is opaque and sealed: store it anywhere and \
+            Asks on the terminal (/dev/tty), which the app cannot drive, in a folder browser: Space or \
+            Enter choose the highlighted folder, → opens it, ← goes up, c chooses the folder listed (a \
+            read-write grant of it asks for y first when a folder in it is highlighted), . shows hidden \
+            folders, q, Esc or Ctrl-C cancel (exit 1). The footer shows the path each key grants. \
+            --select PATH chooses without asking, for scripts and tests. The bookmark is opaque and sealed: store it anywhere and \
             pass it to `run --grant NAME=FILE`.
             """
     )

@@ -413,17 +413,6 @@ import Testing
         #expect(rows.map { $0["path"] } == [listed, listed + "/Vault/Empty"] || rows.map { $0["path"] } == [listed + "/Vault/Empty", listed], "\(rows)")
         #expect(rows.first { $0["path"] == listed }?["access"] == "read-only")
     }
-
-    /// q, a lone Esc and Ctrl-C cancel.
-    @Test func qEscAndCtrlCCancel() throws {
-        let home = CLI.Home()
-        try FileManager.default.createDirectory(atPath: home.path + "/u/Vault", withIntermediateDirectories: true)
-        for key in ["q", "esc", "ctrl-c"] {
-            let (status, screen) = try drive(key, home: home, in: home.path + "/u", arguments: ["pick", "--app", "com.example.memo", "-o", home.path + "/b"])
-            #expect(status == 1, "\(key): \(screen)")
-        }
-        #expect(try granted(home).isEmpty)
-    }
 }
 
 /// A crash while the ledger is being written leaves it whole.
