@@ -41,6 +41,9 @@ public struct FolderBrowser {
     private var confirming: Chosen?
     /// Whether the frame shows the keys (false until the question takes keys).
     public var takesKeys = true
+    /// The last frame could not show what a key would choose (the terminal
+    /// is too small): until one can, only cancelling does anything.
+    private var tooSmall = false
 
     /// A folder chosen: held open, and its path as it was shown.
     public struct Chosen {
@@ -80,6 +83,12 @@ public struct FolderBrowser {
 
     /// What `key` does to the frame last drawn.
     public mutating func handle(_ key: Key) -> Outcome {
+        if tooSmall {
+            switch key {
+            case .escape, .interrupt, .character(UInt8(ascii: "q")): return .cancelled
+            default: return .browsing
+            }
+        }
         if let asked = confirming {
             confirming = nil
             switch key {
@@ -173,27 +182,48 @@ public struct FolderBrowser {
     /// characters: the folder listed is read again, and the highlighted
     /// folder opened, so that the path shown for it is the one chosen.
     public mutating func frame(width: Int, height: Int) -> [String] {
-        let width = max(width, 20)
-        func fit(_ text: String) -> String { text.count <= width ? text : String(text.prefix(width - 1)) + "…" }
+        // Wrapping is off while a frame is drawn: a line wider than the
+        // terminal is cut there. So widths are counted in columns, a
+        // character outside ASCII as two (it may be wide), never fewer than it takes.
+        func columns(_ character: Character) -> Int { character.isASCII ? 1 : 2 }
+        func fit(_ text: String) -> String {
+            guard text.reduce(0, { $0 + columns($1) }) > width else { return text }
+            var used = 0
+            return String(text.prefix { used += columns($0); return used <= width - 2 }) + "…"
+        }
         /// Text in full, on as many lines as it takes: what is granted, and who asks, are never cut.
         func whole(_ text: String, indent: String = "  ") -> [String] {
             var lines: [String] = []
-            var rest = Substring(text)
-            while rest.count > width - indent.count {
-                lines.append(indent + rest.prefix(width - indent.count))
-                rest = rest.dropFirst(width - indent.count)
+            var line = indent
+            var used = indent.count
+            for character in text {
+                if used + columns(character) > width, used > indent.count {
+                    lines.append(line)
+                    (line, used) = (indent, indent.count)
+                }
+                line.append(character)
+                used += columns(character)
             }
-            return lines + [indent + rest]
+            return lines + [line]
         }
+        /// What a key would choose cannot be shown whole: say so, and take no choice.
+        func small() -> [String] {
+            tooSmall = true
+            return Array([fit("The terminal is too small to show the folder to choose."),
+                          fit("Make it larger, or q: cancel.")].prefix(max(height - 1, 1)))
+        }
+        tooSmall = false
+        guard width >= 20 else { return small() }
         let title = self.title.flatMap { whole($0, indent: "") }
         let here = Printable.path(currentPath)
         if let asked = confirming {
             let name = rows.indices.contains(cursor) ? Printable.path(bytes: rows[cursor].name) : ""
-            return title
+            let lines = title
                 + [fit("Grant read-write access to this whole folder, and everything in it?")]
                 + whole(Printable.path(asked.path))
                 + [fit("It holds more than the highlighted \(name)/: every file and folder in it could be read, changed or deleted."),
                    fit("y: yes, grant all of it    any other key: no, back to the list")]
+            return lines.count < height ? lines : small()
         }
         rows = entries()
         cursor = min(max(cursor, 0), max(rows.count - 1, 0))
@@ -215,9 +245,16 @@ public struct FolderBrowser {
             }
         }
         var lines = title + ["\u{1B}[1m" + fit(here) + "\u{1B}[0m"]
-        let footer = takesKeys ? 3 : 1
+        // What Space or Enter choose is shown whole, however long.
+        let chooses = rows.isEmpty ? here : highlighted.map { Printable.path($0.path) } ?? "(cannot be chosen)"
+        let footer = takesKeys
+            ? whole("space or Enter: choose \(chooses)", indent: "")
+                + [fit("c: choose all of \(here)"), fit("↑↓ move  → open  ← up  . hidden  q: cancel")]
+            : [fit("(keys in a moment)")]
         // One line spare: a frame as tall as the terminal would scroll it, and the next would not find its top.
-        let visible = max(1, height - 1 - lines.count - footer - (notice.isEmpty ? 0 : 1))
+        let spare = height - 1 - lines.count - footer.count - (notice.isEmpty ? 0 : 1)
+        guard spare >= 1 else { return small() }
+        let visible = spare
         let first = max(0, min(cursor - visible / 2, rows.count - visible))
         if rows.isEmpty { lines.append("  (no folders here)") }
         for index in first..<min(rows.count, first + visible) {
@@ -227,12 +264,7 @@ public struct FolderBrowser {
         }
         if !notice.isEmpty { lines.append(fit(notice)) }
         notice = ""
-        guard takesKeys else { return lines + [fit("(keys in a moment)")] }
-        let chooses = rows.isEmpty ? here : highlighted.map { Printable.path($0.path) } ?? "(cannot be chosen)"
-        lines.append(fit("space or Enter: choose \(chooses)"))
-        lines.append(fit("c: choose all of \(here)"))
-        lines.append(fit("↑↓ move  → open  ← up  . hidden  q: cancel"))
-        return lines
+        return lines + footer
     }
 
     /// Turns bytes read from a terminal into keys: arrows (`ESC [ A`, and
@@ -328,10 +360,11 @@ public struct FolderBrowser {
         access == .readWrite ? "to read and write (read-write)" : "to read only (read-only)"
     }
 
-    /// The terminal's size, or 80×24.
+    /// The terminal's size (however small: `frame` says when it is too
+    /// small), or 80×24 when it gives none.
     public static func size(of terminal: CInt) -> (width: Int, height: Int) {
         var size = winsize()
-        guard ioctl(terminal, UInt(TIOCGWINSZ), &size) == 0, size.ws_col > 20, size.ws_row > 8 else { return (80, 24) }
+        guard ioctl(terminal, UInt(TIOCGWINSZ), &size) == 0, size.ws_col > 0, size.ws_row > 0 else { return (80, 24) }
         return (Int(size.ws_col), Int(size.ws_row))
     }
 }

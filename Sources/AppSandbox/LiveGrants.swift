@@ -655,8 +655,12 @@ final class BrowserQuestion: LiveGrantQuestion {
         paint()
     }
 
+    /// The size the last frame was drawn for: a resize wakes the launcher's loop, and the frame is drawn again.
+    private var paintedFor: (width: Int, height: Int) = (0, 0)
+
     private func paint() {
         let size = session.size
+        paintedFor = size
         session.draw(painter.paint(browser.frame(width: size.width - painter.prefixWidth - 1, height: size.height)))
     }
 
@@ -686,6 +690,7 @@ final class BrowserQuestion: LiveGrantQuestion {
             if !ready, let due = escapeDue, LiveGrantService.now() >= due { pressed += keys.flush() }
         }
         if !keys.waiting { escapeDue = nil }
+        if pressed.isEmpty, session.size != paintedFor { paint() }
         // One key at a time, each on the frame it was typed at.
         for key in pressed {
             switch browser.handle(key) {

@@ -31,8 +31,15 @@ enum FolderPicker {
         raw.c_cc.6 = 1  // VMIN
         raw.c_cc.5 = 0  // VTIME
         tcsetattr(tty, TCSAFLUSH, &raw)
+        // A resize interrupts the read (no SA_RESTART), and the frame is drawn again for the new size.
+        var resized = sigaction()
+        resized.__sigaction_handler.sa_handler = { _ in }
+        sigemptyset(&resized.sa_mask)
+        var previous = sigaction()
+        sigaction(SIGWINCH, &resized, &previous)
         var painter = FolderBrowser.Painter()
         defer {
+            sigaction(SIGWINCH, &previous, nil)
             tcsetattr(tty, TCSAFLUSH, &saved)
             write(tty, painter.finish())
         }

@@ -132,10 +132,11 @@ struct Pick: ParsableCommand {
         commandName: "pick",
         abstract: "Let the user choose a folder for an app; write the app's bookmark.",
         discussion: """
-            Asks on the terminal (/dev/tty), which the app cannot drive, in a folder browser where what is \
-            highlighted is what is chosen: ↑/↓ move, Space or Enter chooses the highlighted folder, → opens it, \
-            ← goes up, c chooses the folder listed (asking first for a read-write grant of all of it), . shows \
-            hidden folders, q or Esc cancels. --select PATH chooses without asking, for scripts and tests. The bookmark is opaque and sealed: store it anywhere and \
+            Asks on the terminal (/dev/tty), which the app cannot drive, in a folder browser: Space or \
+            Enter choose the highlighted folder, → opens it, ← goes up, c chooses the folder listed (a \
+            read-write grant of it asks for y first when a folder in it is highlighted), . shows hidden \
+            folders, q, Esc or Ctrl-C cancel (exit 1). The footer shows the path each key grants. \
+            --select PATH chooses without asking, for scripts and tests. The bookmark is opaque and sealed: store it anywhere and \
             pass it to `run --grant NAME=FILE`.
             """
     )

@@ -71,8 +71,9 @@ struct OpenPanel: ParsableCommand {
             Speaks to the launcher's broker through the descriptor in $SANDBOXED_RUN_BROKER_FD (see docs/live-grants.md), \
             which the sandbox has when its policy has com.apple.security.files.user-selected.read-only or .read-write; \
             the person is asked through run --picker, or else on the terminal the launcher relays, in the folder browser \
-            `pick` uses, with the same keys (the command's output is held back meanwhile, and what is typed never \
-            reaches the command). The folder is attached beneath /run/sandboxed-run/grants for as \
+            of pick, with its keys (Space or Enter choose the highlighted folder, → opens it, c the folder listed; it \
+            names the app and the access asked for; the command's output is held back meanwhile, and what is typed \
+            never reaches the command). The folder is attached beneath /run/sandboxed-run/grants for as \
             long as the sandbox runs. With -o (the policy needs com.apple.security.files.bookmarks.app-scope), a bookmark \
             of the folder sealed for the app is written there, for start-accessing in this run or a later one. Exit codes: \
             0 granted (the path on stdout), 1 cancelled, 2 no picker and no terminal to ask with, 3 live grants unavailable in this \

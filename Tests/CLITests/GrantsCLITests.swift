@@ -165,16 +165,20 @@ import Testing
 @Suite struct PickerTests {
     /// Runs sandboxed-run with `arguments` on a pty from `directory`, typing `keys`.
     /// `stdin`: a file the command reads as its stdin (the pty stays its controlling terminal, /dev/tty).
-    func drive(_ keys: String, home: CLI.Home, in directory: String? = nil, arguments: [String]? = nil, stdin: String? = nil) throws -> (Int32, String) {
+    /// `size`: the terminal's rows and columns.
+    func drive(
+        _ keys: String, home: CLI.Home, in directory: String? = nil, arguments: [String]? = nil, stdin: String? = nil,
+        size: (rows: Int, columns: Int) = (40, 240)
+    ) throws -> (Int32, String) {
         // The picker flushes type-ahead when it takes the terminal, so keys are
         // typed only once it has drawn; and nothing here waits forever.
         let driver = """
             import os, pty, select, signal, sys, time
-            binary, directory, keys, stdin, arguments = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5:]
+            binary, directory, keys, stdin, rows, columns, arguments = sys.argv[1:5] + [int(sys.argv[5]), int(sys.argv[6])] + [sys.argv[7:]]
             pid, fd = pty.fork()
             if pid == 0:
                 import fcntl, struct, termios
-                fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 240, 0, 0))  # wide enough for scratch paths
+                fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
                 os.chdir(directory)
                 if stdin:
                     os.dup2(os.open(stdin, os.O_RDONLY), 0)
@@ -219,7 +223,7 @@ import Testing
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
         let command = arguments ?? ["pick", "--app", "com.example.memo", "-o", home.path + "/picked.bookmark"]
-        process.arguments = ["-c", driver, CLI.binary, directory ?? home.path, keys, stdin ?? ""] + command
+        process.arguments = ["-c", driver, CLI.binary, directory ?? home.path, keys, stdin ?? "", "\(size.rows)", "\(size.columns)"] + command
         process.environment = home.environment
         let out = Pipe()
         let err = Pipe()
@@ -315,11 +319,47 @@ import Testing
         #expect(screen.contains(String(long.prefix(200)) + ""), "\(screen)")
     }
 
+    /// q, Esc and Ctrl-C cancel, a folder highlighted or not, and so does
+    /// Ctrl-C at the question before a broad grant.
     @Test func cancellingGrantsNothing() throws {
         let home = CLI.Home()
-        let (status, _) = try drive("q", home: home)
+        try FileManager.default.createDirectory(atPath: home.path + "/u/Vault", withIntermediateDirectories: true)
+        for keys in ["q", "esc", "ctrl-c", "down,ctrl-c", "c,ctrl-c"] {
+            let (status, screen) = try drive(keys, home: home, in: home.path + "/u")
+            #expect(status == 1, "\(keys): \(screen)")
+            #expect(!FileManager.default.fileExists(atPath: home.path + "/picked.bookmark"), "\(keys)")
+        }
+        #expect(try granted(home).isEmpty)
+    }
+
+    /// However long, the path Space or Enter choose is shown whole, on as
+    /// many lines as it takes, never cut (a name outside ASCII counted wide).
+    @Test func theFolderChosenIsShownWholeOnANarrowTerminal() throws {
+        let home = CLI.Home()
+        let listed = home.path + "/u"
+        let deep = listed + "/" + String(repeating: "é", count: 70) + "-end"
+        try FileManager.default.createDirectory(atPath: deep, withIntermediateDirectories: true)
+        let (status, screen) = try drive("q", home: home, in: listed, size: (40, 60))
         #expect(status == 1)
-        #expect(!FileManager.default.fileExists(atPath: home.path + "/picked.bookmark"))
+        let joined = screen.replacingOccurrences(of: "\u{1B}[0m\r\n", with: "")
+        #expect(joined.contains("space or Enter: choose \(deep)"), "\(screen.debugDescription)")
+        // Every line fits 60 columns, a character outside ASCII counted as two.
+        let frame = screen.components(separatedBy: "\u{1B}[J").last ?? ""
+        for line in frame.components(separatedBy: "\r\n") {
+            let text = line.replacingOccurrences(of: "\u{1B}\\[[0-9;?]*[A-Za-z]", with: "", options: .regularExpression)
+            #expect(text.reduce(0) { $0 + ($1.isASCII ? 1 : 2) } <= 60, "\(text)")
+        }
+    }
+
+    /// A terminal too small to show what Space would choose says so, and
+    /// Space, Enter and c choose nothing there: only cancelling works.
+    @Test func aTerminalTooSmallChoosesNothing() throws {
+        let home = CLI.Home()
+        try FileManager.default.createDirectory(atPath: home.path + "/u/Vault", withIntermediateDirectories: true)
+        let (status, screen) = try drive("space,enter,c,y,q", home: home, in: home.path + "/u", size: (5, 80))
+        #expect(status == 1, "\(screen)")
+        #expect(screen.contains("The terminal is too small to show the folder to choose."), "\(screen.debugDescription)")
+        #expect(try granted(home).isEmpty)
     }
 
     /// The grants of `home` as `grants list --json` gives them: app, access, path.
@@ -412,17 +452,6 @@ import Testing
         let rows = try granted(home)
         #expect(rows.map { $0["path"] } == [listed, listed + "/Vault/Empty"] || rows.map { $0["path"] } == [listed + "/Vault/Empty", listed], "\(rows)")
         #expect(rows.first { $0["path"] == listed }?["access"] == "read-only")
-    }
-
-    /// q, a lone Esc and Ctrl-C cancel.
-    @Test func qEscAndCtrlCCancel() throws {
-        let home = CLI.Home()
-        try FileManager.default.createDirectory(atPath: home.path + "/u/Vault", withIntermediateDirectories: true)
-        for key in ["q", "esc", "ctrl-c"] {
-            let (status, screen) = try drive(key, home: home, in: home.path + "/u", arguments: ["pick", "--app", "com.example.memo", "-o", home.path + "/b"])
-            #expect(status == 1, "\(key): \(screen)")
-        }
-        #expect(try granted(home).isEmpty)
     }
 }
 

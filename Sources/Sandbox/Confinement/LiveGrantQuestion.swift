@@ -128,10 +128,10 @@ public final class LiveGrantTerminalSession: @unchecked Sendable {
     /// The interrupt key (Ctrl-C unless the person chose another): it cancels.
     public var interruptKey: UInt8 { interrupt }
 
-    /// The terminal's size, or 80×24.
+    /// The terminal's size (however small), or 80×24 when it gives none.
     public var size: (width: Int, height: Int) {
         var size = winsize()
-        guard ioctl(output, UInt(TIOCGWINSZ), &size) == 0, size.ws_col > 20, size.ws_row > 8 else { return (80, 24) }
+        guard ioctl(output, UInt(TIOCGWINSZ), &size) == 0, size.ws_col > 0, size.ws_row > 0 else { return (80, 24) }
         return (Int(size.ws_col), Int(size.ws_row))
     }
 
