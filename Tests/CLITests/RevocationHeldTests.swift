@@ -166,4 +166,49 @@ extension LiveGrantsCLITests {
                                      environment: home.environment)
         #expect(result.status == 0 && result.stdout == "inside\nstop 0\ngone\n", "\(result)")
     }
+
+    /// Attack review of issue 30: in a sandbox with a user namespace (a
+    /// launcher that is not root), a host mount copied with a launch-time
+    /// grant is locked: it cannot be unmounted alone (EINVAL), which was
+    /// read as "gone already", so revoke said "cut" while the command went
+    /// on listing the folder, files made after the revocation included.
+    /// Now any failure to take it away ends the sandbox.
+    @Test(.enabled(if: canBecomeNobody && FileManager.default.isExecutableFile(atPath: "/usr/bin/unshare"), "needs root, setpriv and unshare"))
+    func aLaunchGrantWithALockedMountInsideIsNeverLeftReachable() throws {
+        try FileManager.default.createDirectory(atPath: folder + "/usb", withIntermediateDirectories: true)
+        let box = try container()
+        let id = try pickInto(box + "/b")
+        #expect(try CLI.program("/bin/chown", ["-R", "65534:65534", home.path]).status == 0)
+        let script = #"""
+            : > "$SANDBOX_CONTAINER/ready"
+            i=0
+            while [ $i -lt 100 ]; do ls -A "$SANDBOX_GRANT_B" > "$SANDBOX_CONTAINER/seen.tmp" 2>&1; mv "$SANDBOX_CONTAINER/seen.tmp" "$SANDBOX_CONTAINER/seen"; sleep 0.05; i=$((i+1)); done
+            """#
+        let outer = "mount -t tmpfs usb \"$1/usb\" && chown 65534:65534 \"$1/usb\" && shift && exec \"$@\""
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/unshare")
+        process.arguments = ["-m", "--propagation", "private", "/bin/sh", "-c", outer, "sh", folder,
+                             "/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                             CLI.binary, "run", "--app", Self.app, "--grant", "B=" + box + "/b", "--", "/bin/sh", "-c", script]
+        process.environment = home.environment
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        var waited = 0
+        while !FileManager.default.fileExists(atPath: box + "/ready") && process.isRunning && waited < 400 {
+            usleep(50_000)
+            waited += 1
+        }
+        usleep(300_000)
+        let revoked = try CLI.program("/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", CLI.binary,
+                                                          "grants", "revoke", "--grant", id], environment: home.environment)
+        _ = FileManager.default.createFile(atPath: folder + "/made-after-revoking", contents: Data("x".utf8))
+        usleep(500_000)
+        process.waitUntilExit()
+        let seen = (try? String(contentsOfFile: box + "/seen", encoding: .utf8)) ?? ""
+        #expect(!seen.contains("made-after-revoking"), "the command listed the revoked folder: \(seen)")
+        #expect(process.terminationStatus == 125, "\(process.terminationStatus) \(revoked)")
+        #expect(!revoked.stdout.contains("cut in 1"), "\(revoked)")
+    }
 }

@@ -409,7 +409,7 @@ public final class RunningGrants: @unchecked Sendable {
             // failed) ends the sandbox, so nothing is tried again.
             let identity = try? entry.mount.status().inodeIdentity
             do {
-                _ = try area.detachMount(entry.mount)
+                try area.detachMount(entry.mount)
                 cut += entry.grants
                 if let identity, let watchForgetter, !watchForgetter(identity) {
                     failure = .watchesRemain
@@ -574,18 +574,15 @@ public final class LiveGrantArea: @unchecked Sendable {
     /// Detaches a launch-time grant's mount (`mount`: its root, as the
     /// keeper attached it), only when nothing in the sandbox holds it
     /// (`.held` otherwise). The launcher's descriptor is closed as it is
-    /// sent: it would keep the mount busy. True when it was detached now,
-    /// false when it was gone from the view already.
-    func detachMount(_ mount: OwnedDescriptor) throws(LiveGrantAreaError) -> Bool {
+    /// sent: it would keep the mount busy. Every failure throws, EINVAL
+    /// too (a mount locked in the sandbox's user namespace, such as a host
+    /// mount copied with the folder, cannot be unmounted alone): the
+    /// caller then ends the sandbox, never counts the folder as cut.
+    func detachMount(_ mount: OwnedDescriptor) throws(LiveGrantAreaError) {
         var request = csb_grant_request()
         request.operation = UInt32(CSB_GRANT_DETACH_MOUNT.rawValue)
         request.name.0 = CChar(UInt8(ascii: "0"))
-        do {
-            try exchange(request, passing: mount.rawValue, handingOver: mount)
-        } catch .failed(_, .invalidArgument) {
-            return false
-        }
-        return true
+        try exchange(request, passing: mount.rawValue, handingOver: mount)
     }
 
     /// Sends `request` numbered; returns its number, nil when it could not be sent.
