@@ -191,7 +191,7 @@ struct RunOptions {
                 inline = String(word[word.index(after: equals)...])
             }
             guard let option = table.first(where: { $0.name == name }) else {
-                throw .usage("run: unknown option '\(name)' (see sandboxed-run run --help)")
+                throw .usage("run: unknown option '\(name)'")
             }
             if !option.repeats {
                 guard !seen.contains(name) else { throw .usage("run: \(name) given twice: give it once") }
