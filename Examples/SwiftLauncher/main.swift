@@ -55,7 +55,7 @@ func footprint() -> (descriptors: Int, residentKiB: Int) {
 func fscanf_pair(_ file: UnsafeMutablePointer<FILE>, _ first: inout Int, _ second: inout Int) -> Bool {
     var line = [CChar](repeating: 0, count: 256)
     guard fgets(&line, 256, file) != nil else { return false }
-    let fields = String(cString: line).split(separator: " ").compactMap { Int($0) }
+    let fields = String(decoding: line.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self).split(separator: " ").compactMap { Int($0) }
     guard fields.count >= 2 else { return false }
     (first, second) = (fields[0], fields[1])
     return true

@@ -348,7 +348,8 @@ final class LiveGrantService: @unchecked Sendable {
         guard !typed.isAbsolute else { return typed }
         var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
         guard getcwd(&buffer, buffer.count) != nil else { return typed }
-        return FilePath(String(cString: buffer)).pushing(typed)
+        // As bytes: a folder name need not be UTF-8.
+        return buffer.withUnsafeBufferPointer { FilePath(platformString: $0.baseAddress!) }.pushing(typed)
     }
 
     /// The person's answer: nil cancelled. Walks and grants the folder, and

@@ -16,7 +16,7 @@ struct ExplainFixture {
     init() throws {
         try FileManager.default.createDirectory(atPath: vault, withIntermediateDirectories: true)
         try FileManager.default.createDirectory(atPath: outside, withIntermediateDirectories: true)
-        FileManager.default.createFile(atPath: outside + "/secret.txt", contents: Data("secret\n".utf8))
+        _ = FileManager.default.createFile(atPath: outside + "/secret.txt", contents: Data("secret\n".utf8))
     }
 
     func run(_ script: String, _ options: [String] = []) throws -> CLI.Result {
@@ -56,7 +56,7 @@ extension ExplainSuite {
     }
 
     @Test func aDeniedWriteIntoAReadOnlyGrantNamesTheGrant() throws {
-        FileManager.default.createFile(atPath: vault + "/today.md", contents: Data("old\n".utf8))
+        _ = FileManager.default.createFile(atPath: vault + "/today.md", contents: Data("old\n".utf8))
         #expect(try CLI.run(["pick", "--app", "com.example.memo", "--select", vault, "-o", bookmark, "--read-only"], home: home).status == 0)
         let result = try run(
             "echo new >> \"$SANDBOX_GRANT_VAULT/today.md\"; touch -d 2000-01-01 \"$SANDBOX_GRANT_VAULT/today.md\"",
@@ -140,7 +140,7 @@ extension ExplainSuite {
         #expect(inGrant.status == 125)
         #expect(inGrant.stderr.contains("it lies inside a folder an app can write or once could"), "\(inGrant.stderr)")
         // An existing log in a grant is refused untouched.
-        FileManager.default.createFile(atPath: vault + "/kept.jsonl", contents: Data("mine\n".utf8))
+        _ = FileManager.default.createFile(atPath: vault + "/kept.jsonl", contents: Data("mine\n".utf8))
         #expect(try run("true", ["--grant", "VAULT=\(bookmark)", "--denials", vault + "/kept.jsonl"]).status == 125)
         #expect(try String(contentsOfFile: vault + "/kept.jsonl", encoding: .utf8) == "mine\n")
         // In the container (created by the first run).
@@ -179,7 +179,7 @@ extension ExplainSuite {
 
     @Test func aRefusedRenameOrLinkNamesTheReparentingRuleAndTheFolders() throws {
         #expect(try CLI.run(["pick", "--app", "com.example.memo", "--select", vault, "-o", bookmark], home: home).status == 0)
-        FileManager.default.createFile(atPath: vault + "/notes.md", contents: Data("v\n".utf8))
+        _ = FileManager.default.createFile(atPath: vault + "/notes.md", contents: Data("v\n".utf8))
         let log = home.path + "/denials.jsonl"
         let script = """
             ln "$SANDBOX_GRANT_VAULT/notes.md" "$HOME/notes.md"
@@ -285,8 +285,8 @@ extension ExplainSuite {
     @Test(arguments: ["host", "private"]) func reparentingPredictionsAgreeWithTheKernel(view: String) throws {
         let inner = vault + "/inner"
         try FileManager.default.createDirectory(atPath: inner, withIntermediateDirectories: true)
-        FileManager.default.createFile(atPath: vault + "/v", contents: Data("v".utf8))
-        FileManager.default.createFile(atPath: inner + "/i", contents: Data("i".utf8))
+        _ = FileManager.default.createFile(atPath: vault + "/v", contents: Data("v".utf8))
+        _ = FileManager.default.createFile(atPath: inner + "/i", contents: Data("i".utf8))
         let innerBookmark = home.path + "/inner.bookmark"
         #expect(try CLI.run(["pick", "--app", "com.example.memo", "--select", vault, "-o", bookmark], home: home).status == 0)
         #expect(try CLI.run(["pick", "--app", "com.example.memo", "--select", inner, "-o", innerBookmark], home: home).status == 0)
@@ -348,7 +348,7 @@ extension ExplainSuite {
         // holding a name that exists and beside it one that does not.
         let hidden = outside + "/hidden"
         #expect(mkdir(hidden, 0o700) == 0 && chown(hidden, 65534, 65534) == 0)
-        FileManager.default.createFile(atPath: hidden + "/exists.txt", contents: Data("x".utf8))
+        _ = FileManager.default.createFile(atPath: hidden + "/exists.txt", contents: Data("x".utf8))
         let code = """
             import errno, os
             print(open("/proc/1/status").read().splitlines()[0])
@@ -581,7 +581,7 @@ extension ExplainSuite {
     }
 
     @Test func landlockInsideTheViewIsExplainedAsBefore() throws {
-        FileManager.default.createFile(atPath: vault + "/today.md", contents: Data("old\n".utf8))
+        _ = FileManager.default.createFile(atPath: vault + "/today.md", contents: Data("old\n".utf8))
         #expect(try CLI.run(["pick", "--app", "com.example.memo", "--select", vault, "-o", bookmark, "--read-only"], home: home).status == 0)
         let result = try run("echo new >> \"$SANDBOX_GRANT_VAULT/today.md\"; echo x > /proc/self/comm; exit 1", ["--explain", "--grant", "VAULT=\(bookmark)"])
         #expect(result.status == 1)

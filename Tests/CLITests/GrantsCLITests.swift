@@ -30,7 +30,7 @@ import Testing
     }
 
     @Test func withoutTheGrantTheFolderIsOutOfReach() throws {
-        FileManager.default.createFile(atPath: vault + "/secret.md", contents: Data("secret".utf8))
+        _ = FileManager.default.createFile(atPath: vault + "/secret.md", contents: Data("secret".utf8))
         // Not there at all in the private view; there, and refused, in the host view.
         let result = try CLI.run(["run", "--app", "com.example.memo", "--", "/bin/cat", vault + "/secret.md"], home: home)
         #expect(result.status == 1)
@@ -41,7 +41,7 @@ import Testing
     }
 
     @Test func aReadOnlyGrantCanBeReadButNotChanged() throws {
-        FileManager.default.createFile(atPath: vault + "/today.md", contents: Data("old\n".utf8))
+        _ = FileManager.default.createFile(atPath: vault + "/today.md", contents: Data("old\n".utf8))
         #expect(try pick(["--read-only"]).status == 0)
         let result = try run(["/bin/sh", "-c", "cat \"$SANDBOX_GRANT_VAULT/today.md\"; echo new >> \"$SANDBOX_GRANT_VAULT/today.md\" || echo refused; touch -d 2000-01-01 \"$SANDBOX_GRANT_VAULT/today.md\" || echo refused"])
         #expect(result.stdout == "old\nrefused\nrefused\n")

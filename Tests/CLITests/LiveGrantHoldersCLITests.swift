@@ -190,7 +190,7 @@ import Testing
         let folder = home.path + "/picked"
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         let picker = home.path + "/picker"
-        FileManager.default.createFile(atPath: picker, contents: Data("#!/bin/sh\necho '\(folder)'\n".utf8), attributes: [.posixPermissions: 0o755])
+        _ = FileManager.default.createFile(atPath: picker, contents: Data("#!/bin/sh\necho '\(folder)'\n".utf8), attributes: [.posixPermissions: 0o755])
         let process = Process()
         process.executableURL = URL(fileURLWithPath: CLI.binary)
         process.arguments = ["run", "--app", Self.app, "--picker", picker, "--", "/bin/sh", "-c",
@@ -299,7 +299,7 @@ import Testing
             + lines + "arg \(hex("/bin/sleep"))\nend\n"
         try FileManager.default.createDirectory(atPath: running, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         let path = running + "/\(pidns)-\(pid)-\(start)"
-        FileManager.default.createFile(atPath: path, contents: Data(text.utf8), attributes: [.posixPermissions: mode])
+        _ = FileManager.default.createFile(atPath: path, contents: Data(text.utf8), attributes: [.posixPermissions: mode])
         return path
     }
 
@@ -405,7 +405,7 @@ import Testing
             let folder = try grant("f-\(label.replacingOccurrences(of: " ", with: "-"))")
             try FileManager.default.createDirectory(atPath: running, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
             let path = running + "/1-2-3"
-            FileManager.default.createFile(atPath: path, contents: Data(bytes), attributes: [.posixPermissions: 0o600])
+            _ = FileManager.default.createFile(atPath: path, contents: Data(bytes), attributes: [.posixPermissions: 0o600])
             try refused(expected, folder: folder)
             try FileManager.default.removeItem(atPath: path)
         }
@@ -428,7 +428,7 @@ import Testing
         try refused("is a symbolic link", folder: folder)
         try FileManager.default.removeItem(atPath: path)
         // A name that is not a record's.
-        FileManager.default.createFile(atPath: running + "/notes.txt", contents: Data(), attributes: [.posixPermissions: 0o600])
+        _ = FileManager.default.createFile(atPath: running + "/notes.txt", contents: Data(), attributes: [.posixPermissions: 0o600])
         try refused("its name is not PIDNS-PID-START", folder: folder)
         try FileManager.default.removeItem(atPath: running + "/notes.txt")
         // The folder itself, open to others.

@@ -13,7 +13,7 @@ import Testing
 
     init() throws {
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-        FileManager.default.createFile(atPath: folder + "/note.txt", contents: Data("picked bytes\n".utf8))
+        _ = FileManager.default.createFile(atPath: folder + "/note.txt", contents: Data("picked bytes\n".utf8))
         try writePicker(printing: folder)
     }
 
@@ -21,7 +21,7 @@ import Testing
     func writePicker(printing path: String?, seconds: Int = 0) throws {
         let script = "#!/bin/sh\necho x >> '\(runs)'\n" + (seconds > 0 ? "sleep \(seconds)\n" : "")
             + (path.map { "printf '%s\\n' '\($0)'\n" } ?? "exit 1\n")
-        FileManager.default.createFile(atPath: picker, contents: Data(script.utf8), attributes: [.posixPermissions: 0o755])
+        _ = FileManager.default.createFile(atPath: picker, contents: Data(script.utf8), attributes: [.posixPermissions: 0o755])
     }
 
     var pickerRuns: Int {
@@ -242,7 +242,7 @@ import Testing
     func aFileHeldOpenForWritingKeepsARevokedLaunchGrantWritable(as user: uid_t?) throws {
         if user != nil { try #require(Self.canBecomeNobody, "needs root (to become uid 65534) and setpriv") }
         try FileManager.default.createDirectory(atPath: folder + "/sub", withIntermediateDirectories: true)
-        FileManager.default.createFile(atPath: folder + "/sub/keep.txt", contents: Data("keep\n".utf8))
+        _ = FileManager.default.createFile(atPath: folder + "/sub/keep.txt", contents: Data("keep\n".utf8))
         let script = """
             exec 4>>"$p/note.txt"
             cd "$p" || exit 8
@@ -299,7 +299,7 @@ import Testing
             """#
         let result = try revokeWhileRunning(script, launchTime: launchTime) {
             usleep(500_000)
-            FileManager.default.createFile(atPath: folder + "/saved-after-revoking.txt", contents: Data("private\n".utf8))
+            _ = FileManager.default.createFile(atPath: folder + "/saved-after-revoking.txt", contents: Data("private\n".utf8))
         }
         #expect(result.stdout.hasPrefix("watch added\n"), "\(result)")
         #expect(!result.stdout.contains("saved-after-revoking"), "the command learnt a name made after the revocation: \(result)")
@@ -348,7 +348,7 @@ import Testing
             """#
         let result = try revokeWhileRunning(script, launchTime: launchTime) {
             usleep(1_500_000)
-            FileManager.default.createFile(atPath: folder + "/saved-after-revoking.txt", contents: Data("private\n".utf8))
+            _ = FileManager.default.createFile(atPath: folder + "/saved-after-revoking.txt", contents: Data("private\n".utf8))
         }
         if launchTime {
             #expect(result.stdout.contains("late watch"), "\(result)")
@@ -387,7 +387,7 @@ import Testing
             open(os.environ["SANDBOX_CONTAINER"] + "/done", "w").close()
             time.sleep(2)
             """#
-        FileManager.default.createFile(atPath: box + "/deep.py", contents: Data(code.utf8))
+        _ = FileManager.default.createFile(atPath: box + "/deep.py", contents: Data(code.utf8))
         let (process, out, errors) = try CLI.start(["run", "--app", Self.app, "--picker", picker, "--", "python3", box + "/deep.py"], home: home)
         func resident() -> Int {
             let status = (try? String(contentsOfFile: "/proc/\(process.processIdentifier)/status", encoding: .utf8)) ?? ""

@@ -15,7 +15,7 @@ import Testing
 
     init() throws {
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-        FileManager.default.createFile(atPath: folder + "/note.txt", contents: Data("picked bytes\n".utf8))
+        _ = FileManager.default.createFile(atPath: folder + "/note.txt", contents: Data("picked bytes\n".utf8))
         try writePicker(printing: folder)
     }
 
@@ -23,7 +23,7 @@ import Testing
     func writePicker(printing path: String, status: Int = 0) throws {
         let script = "#!/bin/sh\nprintf '%s' \"$1\" >> '\(asked)'\necho x >> '\(asked).count'\n"
             + (status == 0 ? "printf '%s\\n' '\(path)'\n" : "exit \(status)\n")
-        FileManager.default.createFile(atPath: picker, contents: Data(script.utf8), attributes: [.posixPermissions: 0o755])
+        _ = FileManager.default.createFile(atPath: picker, contents: Data(script.utf8), attributes: [.posixPermissions: 0o755])
     }
 
     /// A policy file in the home with `keys` set to true besides the writer's system paths.
@@ -39,7 +39,7 @@ import Testing
             <array><string>/etc/ld.so.cache</string></array>
             </dict></plist>
             """
-        FileManager.default.createFile(atPath: path, contents: Data(plist.utf8))
+        _ = FileManager.default.createFile(atPath: path, contents: Data(plist.utf8))
         return path
     }
 
@@ -276,7 +276,7 @@ import Testing
     /// supervisor would refuse (an unnamed file has no place it could check).
     @Test func openPanelWritesTheBookmarkUnderTheSupervisor() throws {
         let input = home.path + "/input"
-        FileManager.default.createFile(atPath: input, contents: Data("x\n".utf8))
+        _ = FileManager.default.createFile(atPath: input, contents: Data("x\n".utf8))
         let script = #"p=$("$SANDBOXED_RUN" open-panel -o "$SANDBOX_CONTAINER/s.bookmark") || exit 9; stat -c %a "$SANDBOX_CONTAINER/s.bookmark""#
         let command = ([CLI.binary, "run", "--app", Self.app, "--picker", picker, "--", "/bin/sh", "-c", script].map { "'\($0)'" })
             .joined(separator: " ") + " < '\(input)'"
@@ -369,7 +369,7 @@ import Testing
         // Another app's, copied into this app's container.
         try pickInto(box + "/other", app: "com.example.other")
         // Not a bookmark.
-        FileManager.default.createFile(atPath: box + "/garbage", contents: Data("SRBM\u{1}/etc".utf8))
+        _ = FileManager.default.createFile(atPath: box + "/garbage", contents: Data("SRBM\u{1}/etc".utf8))
         for (file, status) in [("revoked", 13), ("other", 14), ("garbage", 15)] {
             let result = try attempt(file)
             #expect(result.stdout == "status \(status)\n", "\(file): \(result)")
@@ -380,7 +380,7 @@ import Testing
         try pickInto(box + "/replaced", folder: second)
         try FileManager.default.removeItem(atPath: second)
         try FileManager.default.createDirectory(atPath: second, withIntermediateDirectories: true)
-        FileManager.default.createFile(atPath: second + "/note.txt", contents: Data("impostor\n".utf8))
+        _ = FileManager.default.createFile(atPath: second + "/note.txt", contents: Data("impostor\n".utf8))
         #expect(try attempt("replaced").stdout == "status 11\n")
         // Moved: followed; the command rewrites its bookmark, which then resolves fresh.
         try pickInto(box + "/moved")

@@ -14,9 +14,9 @@ import Testing
 
     init() throws {
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-        FileManager.default.createFile(atPath: folder + "/note.txt", contents: Data("picked bytes\n".utf8))
+        _ = FileManager.default.createFile(atPath: folder + "/note.txt", contents: Data("picked bytes\n".utf8))
         let script = "#!/bin/sh\necho x >> '\(pickerCount)'\nprintf '%s\\n' '\(folder)'\n"
-        FileManager.default.createFile(atPath: picker, contents: Data(script.utf8), attributes: [.posixPermissions: 0o755])
+        _ = FileManager.default.createFile(atPath: picker, contents: Data(script.utf8), attributes: [.posixPermissions: 0o755])
     }
 
     var pickerRuns: Int {
@@ -36,7 +36,7 @@ import Testing
             <array><string>/etc/ld.so.cache</string></array>
             </dict></plist>
             """
-        FileManager.default.createFile(atPath: path, contents: Data(plist.utf8))
+        _ = FileManager.default.createFile(atPath: path, contents: Data(plist.utf8))
         return path
     }
 
@@ -123,7 +123,7 @@ import Testing
         let panel = try sandboxed(["pick", "--picker", picker], keys: [])
         #expect(panel.status == 2 && panel.stderr.contains("live grants are not available here"), "\(panel)")
         let box = try container()
-        FileManager.default.createFile(atPath: box + "/notes.bookmark", contents: Data("SRBM".utf8))
+        _ = FileManager.default.createFile(atPath: box + "/notes.bookmark", contents: Data("SRBM".utf8))
         let open = try sandboxed(["open"], keys: [])
         #expect(open.status == 2 && open.stderr.contains("live grants are not available here"), "\(open)")
         #expect(!FileManager.default.fileExists(atPath: box + "/.local"), "no ledger of the app's own")

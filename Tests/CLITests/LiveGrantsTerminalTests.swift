@@ -157,7 +157,7 @@ struct EmulatedKeyboard {
 
     init() throws {
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-        FileManager.default.createFile(atPath: folder + "/note.txt", contents: Data("picked bytes\n".utf8))
+        _ = FileManager.default.createFile(atPath: folder + "/note.txt", contents: Data("picked bytes\n".utf8))
     }
 
     func start(_ terminal: PersonAtTerminal, _ script: String, options: [String] = [], nobody: Bool = false) throws -> Process {
@@ -476,7 +476,7 @@ struct EmulatedKeyboard {
             i=0; while [ ! -e '\(flag)' ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done
             exit 1
             """
-        FileManager.default.createFile(atPath: picker, contents: Data(program.utf8), attributes: [.posixPermissions: 0o755])
+        _ = FileManager.default.createFile(atPath: picker, contents: Data(program.utf8), attributes: [.posixPermissions: 0o755])
         let script = """
             a=$("$SANDBOXED_RUN" open-panel) || exit 9
             (while [ -e "$a/note.txt" ]; do sleep 0.05; done; : > "$SANDBOX_CONTAINER/cut") &
@@ -496,7 +496,7 @@ struct EmulatedKeyboard {
         let cut = LiveGrantsTerminalTests.waitForFile(in: home.path + "/data", named: "cut", seconds: 10)
         #expect(cut, "the revocation waited for the picker")
         #expect(Self.waitForFile(in: home.path + "/data", named: "connected", seconds: 10), "the supervisor waited for the picker")
-        FileManager.default.createFile(atPath: flag, contents: Data())
+        _ = FileManager.default.createFile(atPath: flag, contents: Data())
         let stdout = try String(decoding: out.fileHandleForReading.readAll(), as: UTF8.self)
         process.waitUntilExit()
         #expect(process.terminationStatus == 0 && stdout == "second 1\n", "\(stdout)")

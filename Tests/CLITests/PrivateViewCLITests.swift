@@ -13,7 +13,7 @@ import Testing
 
     init() throws {
         try FileManager.default.createDirectory(atPath: vault, withIntermediateDirectories: true)
-        FileManager.default.createFile(atPath: home.path + "/salary.xlsx", contents: Data("1234567".utf8))
+        _ = FileManager.default.createFile(atPath: home.path + "/salary.xlsx", contents: Data("1234567".utf8))
     }
 
     func run(_ options: [String], _ script: String) throws -> CLI.Result {
@@ -128,7 +128,7 @@ import Testing
              "org.sandboxed-run.system-paths.read-execute": ["/usr", "/lib", "/lib64", "/bin"],
              "org.sandboxed-run.system-paths.read-write": ["\(shared)", "\(home.path)/single.log", "/dev/null"]}
             """.write(toFile: policy, atomically: true, encoding: .utf8)
-        FileManager.default.createFile(atPath: home.path + "/single.log", contents: Data())
+        _ = FileManager.default.createFile(atPath: home.path + "/single.log", contents: Data())
         let toPipe = try run(["--policy", policy, "--view", view], "echo piped > \(shared)/a && echo piped >> \(home.path)/single.log && echo ok")
         #expect(toPipe.stdout == "ok\n", "\(toPipe.stderr)")
         let file = home.path + "/out.txt"

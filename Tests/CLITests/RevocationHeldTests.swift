@@ -67,8 +67,8 @@ extension LiveGrantsCLITests {
                                       environment: home.environment)
         #expect(revoked.status == 0, "\(revoked)")
         // The host goes on using its folder.
-        FileManager.default.createFile(atPath: folder + "/deep/topsecret-after", contents: Data("x".utf8))
-        FileManager.default.createFile(atPath: folder + "/deep/er/topsecret-below", contents: Data("x".utf8))
+        _ = FileManager.default.createFile(atPath: folder + "/deep/topsecret-after", contents: Data("x".utf8))
+        _ = FileManager.default.createFile(atPath: folder + "/deep/er/topsecret-below", contents: Data("x".utf8))
         usleep(500_000)
         let stderr = String(decoding: try errors.fileHandleForReading.readToEnd() ?? Data(), as: UTF8.self)
         process.waitUntilExit()

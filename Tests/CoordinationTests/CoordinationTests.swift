@@ -141,9 +141,9 @@ enum Party {
     @Test func aNaiveAppenderLosesLinesToTheSameEdits() throws {
         // The failure the protocol prevents, shown on the same kind of edits.
         let scratch = Scratch()
-        FileManager.default.createFile(atPath: scratch.path + "/daily.md", contents: nil)
+        _ = FileManager.default.createFile(atPath: scratch.path + "/daily.md", contents: nil)
         let (editor, _) = try Party.protocolStep(["remote-edits", scratch.path, "daily.md", "4"], wait: false)
-        try Party.protocolStep(["naive-appends", scratch.path, "daily.md", "300"])
+        _ = try Party.protocolStep(["naive-appends", scratch.path, "daily.md", "300"])
         editor.waitUntilExit()
         let lines = scratch.lines("daily.md").filter { !$0.isEmpty }
         #expect(lines.count < 300, "the naive appender lost nothing this time: \(lines.count)")
@@ -211,7 +211,7 @@ enum Party {
     @Test func aLockHeldTooLongIsATypedTimeout() throws {
         let scratch = Scratch()
         let file = scratch.path + "/note.md"
-        FileManager.default.createFile(atPath: file, contents: nil)
+        _ = FileManager.default.createFile(atPath: file, contents: nil)
         let holder = try Party.holding(scratch.path, "note.md", seconds: 2)
         let started = Date()
         #expect(try Party.append(file, "too late", timeout: "0.3") == 75)
@@ -229,7 +229,7 @@ enum Party {
             #expect(try Party.append(scratch.path + "/" + name, "x", timeout: "1") == 125, "\(name)")
         }
         #expect(try Party.append(scratch.path + "/note", "two\nlines") == 65)
-        FileManager.default.createFile(atPath: scratch.path + "/.evicted.md.icloud", contents: Data())
+        _ = FileManager.default.createFile(atPath: scratch.path + "/.evicted.md.icloud", contents: Data())
         #expect(try Party.append(scratch.path + "/evicted.md", "x") == 75)
         #expect(!FileManager.default.fileExists(atPath: scratch.path + "/evicted.md"))
     }

@@ -339,7 +339,7 @@ func owner(_ path: String) -> uid_t {
     @Test func aVersionOnePlaceholderIsLeftAloneAndReported() throws {
         let scratch = Scratch()
         // As version 1 evicted: a stub without the version key, and the copy.
-        FileManager.default.createFile(atPath: scratch.path + "/.n.md.icloud", contents: Data(Self.versionOneStub()))
+        _ = FileManager.default.createFile(atPath: scratch.path + "/.n.md.icloud", contents: Data(Self.versionOneStub()))
         try "old\n".write(toFile: scratch.path + "/.n.md.icloud.data", atomically: false, encoding: .utf8)
         let result = try shell("\"$0\" sync-simulator \"$1\" --edit-rate 0 --evict-rate 1000 --seconds 0.3", [scratch.path])
         #expect(result.status == 0)
@@ -353,7 +353,7 @@ func owner(_ path: String) -> uid_t {
     @Test func aVersionOnePlaceholderOfALongNameIsNotOverlooked() throws {
         let scratch = Scratch()
         let name = String(repeating: "n", count: 237) + ".md"
-        FileManager.default.createFile(atPath: scratch.path + "/." + name + ".icloud", contents: Data())
+        _ = FileManager.default.createFile(atPath: scratch.path + "/." + name + ".icloud", contents: Data())
         let result = try shell("\"$0\" append \"$1\" x", [scratch.path + "/" + name])
         #expect(result.status == 125)
         #expect(result.error.contains("protocol version 1"), "\(result.error)")
@@ -433,14 +433,14 @@ func owner(_ path: String) -> uid_t {
         #expect(!FileManager.default.fileExists(atPath: vault + "/n.md"))
         func stub(_ name: String) -> Data { Data(Placeholder.encode(.init(name: FilePath(name), size: 3))) }
         #expect(symlink(outside.path + "/secret", vault + "/.n.md.icloud.download") == 0)  // a request that is a link
-        FileManager.default.createFile(atPath: vault + "/.fifo.md.icloud", contents: stub("fifo.md"))
+        _ = FileManager.default.createFile(atPath: vault + "/.fifo.md.icloud", contents: stub("fifo.md"))
         #expect(mkfifo(vault + "/.fifo.md.icloud.data", 0o600) == 0)
-        FileManager.default.createFile(atPath: vault + "/.link.md.icloud", contents: stub("link.md"))
+        _ = FileManager.default.createFile(atPath: vault + "/.link.md.icloud", contents: stub("link.md"))
         #expect(symlink(outside.path + "/secret", vault + "/.link.md.icloud.data") == 0)
-        FileManager.default.createFile(atPath: vault + "/.big.md.icloud", contents: stub("big.md"))
-        FileManager.default.createFile(atPath: vault + "/.big.md.icloud.data", contents: nil)
+        _ = FileManager.default.createFile(atPath: vault + "/.big.md.icloud", contents: stub("big.md"))
+        _ = FileManager.default.createFile(atPath: vault + "/.big.md.icloud.data", contents: nil)
         #expect(truncate(vault + "/.big.md.icloud.data", 1 << 30) == 0)  // 1 GiB, sparse
-        FileManager.default.createFile(atPath: vault + "/.liar.md.icloud", contents: stub("someone-else.md"))
+        _ = FileManager.default.createFile(atPath: vault + "/.liar.md.icloud", contents: stub("someone-else.md"))
         try "liar\n".write(toFile: vault + "/.liar.md.icloud.data", atomically: false, encoding: .utf8)
         try FileManager.default.createDirectory(atPath: vault + "/.folder.md.icloud", withIntermediateDirectories: false)
         let started = Date()

@@ -46,7 +46,7 @@ import Testing
         daemon.start()
         try Placeholder.download(file, timeout: .seconds(3))
         try FileCoordinator().append(line: Array("after download".utf8), to: file)
-        FileManager.default.createFile(atPath: file.string + ".done", contents: nil)
+        _ = FileManager.default.createFile(atPath: file.string + ".done", contents: nil)
         #expect(scratch.lines("note.md") == ["hello", "after download", ""])
         // The daemon removes the stub and the request just after the file is back.
         for _ in 0..<300 where FileManager.default.fileExists(atPath: scratch.path + "/.note.md.icloud.download") {
@@ -93,7 +93,7 @@ import Testing
         try FileManager.default.createDirectory(atPath: versions, withIntermediateDirectories: true)
         #expect(symlink("/etc/passwd", versions + "/1.000000000-link") == 0)
         #expect(mkfifo(versions + "/2.000000000-fifo", 0o600) == 0)
-        FileManager.default.createFile(atPath: versions + "/not-a-version", contents: Data("x".utf8))
+        _ = FileManager.default.createFile(atPath: versions + "/not-a-version", contents: Data("x".utf8))
         #expect(try FileVersion.unresolvedConflictVersions(of: file).isEmpty)
     }
 }
@@ -120,9 +120,9 @@ import Testing
         #expect(symlink(outside.path + "/secret.md", scratch.path + "/link.md") == 0)
         #expect(symlink(outside.path, scratch.path + "/linked-folder") == 0)
         #expect(mkfifo(scratch.path + "/fifo.md", 0o600) == 0)
-        FileManager.default.createFile(atPath: scratch.path + "/.evil.md.icloud", contents: Data("not a plist".utf8))
+        _ = FileManager.default.createFile(atPath: scratch.path + "/.evil.md.icloud", contents: Data("not a plist".utf8))
         #expect(symlink(outside.path + "/secret.md", scratch.path + "/.evil.md.icloud.data") == 0)
-        FileManager.default.createFile(atPath: scratch.path + "/.evil.md.icloud.download", contents: nil)
+        _ = FileManager.default.createFile(atPath: scratch.path + "/.evil.md.icloud.download", contents: nil)
         let started = Date()
         let (simulator, _) = try Party.run([Party.binary, "sync-simulator", scratch.path, "--seconds", "1", "--edit-rate", "500", "--evict-rate", "200", "--conflict-rate", "50"])
         #expect(simulator.terminationStatus == 0)
@@ -136,10 +136,10 @@ import Testing
         // 24 sparse files of 15 MiB cost the app no disk; uploading them all used to keep 360 MiB.
         let scratch = Scratch()
         for i in 0..<24 {
-            FileManager.default.createFile(atPath: scratch.path + "/big\(i).md", contents: nil)
+            _ = FileManager.default.createFile(atPath: scratch.path + "/big\(i).md", contents: nil)
             #expect(truncate(scratch.path + "/big\(i).md", 15 << 20) == 0)
         }
-        FileManager.default.createFile(atPath: scratch.path + "/huge.md", contents: nil)
+        _ = FileManager.default.createFile(atPath: scratch.path + "/huge.md", contents: nil)
         #expect(truncate(scratch.path + "/huge.md", 60 << 20) == 0)  // over the simulator's 16 MiB: skipped
         let (time, out) = try Party.run(["/usr/bin/time", "-f", "peak %M", Party.binary, "sync-simulator", scratch.path, "--seconds", "1.5", "--edit-rate", "0"], wait: false, standardError: true)
         time.waitUntilExit()

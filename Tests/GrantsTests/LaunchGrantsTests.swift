@@ -72,7 +72,7 @@ import SystemPackage
         let broker = try home.broker()
         let vault = try home.folder("Vault")
         let file = home.path + "/user/v.bookmark"
-        let readOnly = try #require(try Policy.builtin(named: "read-only"))
+        let readOnly = try #require(Policy.builtin(named: "read-only"))
         var grants = try LaunchGrants(broker: broker, app: memo, policy: readOnly, containerBase: home.containers, onMissing: .prompt)
         #expect(throws: LaunchGrantError.self) { try grants.resolve(name: "V", bookmark: file) }  // no picker given
         grants.picker = { request in

@@ -257,7 +257,7 @@ import Sandbox
     @Test func onlyExistingFoldersCanBeGranted() throws {
         let home = Home()
         let broker = try home.broker()
-        FileManager.default.createFile(atPath: home.path + "/user/file.txt", contents: Data())
+        _ = FileManager.default.createFile(atPath: home.path + "/user/file.txt", contents: Data())
         #expect(throws: GrantError.notADirectory(home.path + "/user/file.txt")) {
             try broker.grant(app: memo, folder: home.path + "/user/file.txt", access: .readOnly)
         }

@@ -14,7 +14,7 @@ import Testing
         }
         func open(_ name: String) throws -> OwnedDescriptor { try .openPath(FilePath(scratch.path + "/" + name), follow: false) }
         // A file no folder holds any more: its chain cannot be walked.
-        FileManager.default.createFile(atPath: scratch.path + "/gone", contents: Data("x".utf8))
+        _ = FileManager.default.createFile(atPath: scratch.path + "/gone", contents: Data("x".utf8))
         let gone = try open("gone")
         try #require(unlink(scratch.path + "/gone") == 0)
 

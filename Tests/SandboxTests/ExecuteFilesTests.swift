@@ -14,7 +14,7 @@ import Testing
 
     @Test func theShippedPoliciesButDeveloperExecuteNothingOfTheirs() throws {
         for name in Policy.builtinNames {
-            let policy = try #require(try Policy.builtin(named: name))
+            let policy = try #require(Policy.builtin(named: name))
             #expect(policy.executeFiles == (name == "developer"), "\(name)")
         }
     }

@@ -247,7 +247,7 @@ final class Sleeper {
             """
         #expect(try Run.unconfinedPython(code).output == ["SIOCGIFCONF ok", "SIOCGIFINDEX ok"])
         #expect(try Run.confinedPython(code, in: Scratch()).output == ["SIOCGIFCONF ENOTTY", "SIOCGIFINDEX ENOTTY"])
-        let networked = try #require(try Policy.builtin(named: "networked"))
+        let networked = try #require(Policy.builtin(named: "networked"))
         #expect(try Run.confinedPython(code, in: Scratch(), policy: networked).output == ["SIOCGIFCONF ok", "SIOCGIFINDEX ok"])
     }
 

@@ -52,8 +52,8 @@ enum Launcher {
         if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
         let out = Scratch.base + "sandboxed-run-out-" + UUID().uuidString
         let err = out + ".err"
-        FileManager.default.createFile(atPath: out, contents: nil)
-        FileManager.default.createFile(atPath: err, contents: nil)
+        _ = FileManager.default.createFile(atPath: out, contents: nil)
+        _ = FileManager.default.createFile(atPath: err, contents: nil)
         defer { try? FileManager.default.removeItem(atPath: out); try? FileManager.default.removeItem(atPath: err) }
         process.standardOutput = FileHandle(forWritingAtPath: out)
         process.standardError = FileHandle(forWritingAtPath: err)

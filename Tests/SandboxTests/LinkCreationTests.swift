@@ -40,7 +40,7 @@ import Testing
     @Test func theShippedPoliciesLetTheCommandMakeNoLinks() throws {
         // developer is for the tools that make them (venv, npm, git).
         for name in Policy.builtinNames {
-            let policy = try #require(try Policy.builtin(named: name))
+            let policy = try #require(Policy.builtin(named: name))
             #expect(policy.symbolicLinks == (name == "developer"), "\(name)")
         }
         #expect(try Self.run(policy: .defaultPolicy) == [

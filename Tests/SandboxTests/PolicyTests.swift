@@ -6,14 +6,14 @@ import Policies
 @Suite struct PolicyTests {
     @Test func builtinPoliciesLoadWithoutWarnings() throws {
         for (name, _) in BuiltinPolicies.all {
-            let policy = try #require(try Policy.builtin(named: name))
+            let policy = try #require(Policy.builtin(named: name))
             #expect(policy.warnings.isEmpty, "\(name)")
             #expect(policy.systemPaths.contains { $0.path == "/usr" && $0.access == .readExecute })
             #expect(!policy.systemPaths.contains { $0.path == "/etc" }, "all of /etc would expose /etc/shadow to a root child")
         }
         #expect(Policy.defaultPolicy.userSelectedAccess == .readWrite)
-        #expect(try Policy.builtin(named: "read-only")?.userSelectedAccess == .readOnly)
-        #expect(try Policy.builtin(named: "networked")?.networkClient == true)
+        #expect(Policy.builtin(named: "read-only")?.userSelectedAccess == .readOnly)
+        #expect(Policy.builtin(named: "networked")?.networkClient == true)
     }
 
     @Test func embeddedPoliciesAreTheFilesInPolicies() throws {

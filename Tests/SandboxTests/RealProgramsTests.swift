@@ -29,7 +29,7 @@ import Testing
         let scratch = Scratch()
         let source = scratch.path + "/source"
         try FileManager.default.createDirectory(atPath: source + "/a/b", withIntermediateDirectories: true)
-        FileManager.default.createFile(atPath: source + "/a/b/note.md", contents: Data("hi\n".utf8))
+        _ = FileManager.default.createFile(atPath: source + "/a/b/note.md", contents: Data("hi\n".utf8))
         chmod(source + "/a", 0o755)
         chmod(source + "/a/b", 0o750)
         #expect(try Run.unconfined(["/bin/tar", "-C", source, "-cf", scratch.path + "/vault.tar", "a"]).termination == .exited(0))

@@ -134,14 +134,14 @@ import Testing
 
     @Test func theNetworkedPolicyConnectsButDoesNotListen() throws {
         let listener = try Listener()
-        let policy = try #require(try Policy.builtin(named: "networked"))
+        let policy = try #require(Policy.builtin(named: "networked"))
         let args = [Run.python, "-c", Self.code, String(listener.port)]
         #expect(try Run.confined(args, in: Scratch(), policy: policy).output == ["connect ok", "listen EACCES"])
     }
 
     @Test func connectPortsLimitWhereTheNetworkedPolicyMayGo() throws {
         let listener = try Listener()
-        var policy = try #require(try Policy.builtin(named: "networked"))
+        var policy = try #require(Policy.builtin(named: "networked"))
         policy.tcpConnectPorts = [listener.port == 9 ? 10 : 9]
         let args = [Run.python, "-c", Self.code, String(listener.port)]
         #expect(try Run.confined(args, in: Scratch(), policy: policy).output.first == "connect EACCES")

@@ -24,7 +24,7 @@ import Policies
 
     @Test func theShippedPoliciesSetEveryLimit() throws {
         for name in Policy.builtinNames {
-            let policy = try #require(try Policy.builtin(named: name))
+            let policy = try #require(Policy.builtin(named: name))
             #expect(policy.limits == [.core: 0, .memlock: 8 << 20, .nice: 0, .nproc: 1024, .rtprio: 0], "\(name)")
         }
     }

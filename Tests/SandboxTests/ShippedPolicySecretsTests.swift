@@ -16,7 +16,7 @@ import Testing
         let homes = ((try? FileManager.default.contentsOfDirectory(atPath: "/home")) ?? []).map { "/home/" + $0 }
         let other = scratch.path + "/home/ada"
         try? FileManager.default.createDirectory(atPath: other, withIntermediateDirectories: true)
-        FileManager.default.createFile(atPath: other + "/.netrc", contents: Data("machine x password y\n".utf8))
+        _ = FileManager.default.createFile(atPath: other + "/.netrc", contents: Data("machine x password y\n".utf8))
         chmod(other + "/.netrc", 0o600)
         return (fixed + hostKeys + homes + [other, other + "/.netrc"]).filter { FileManager.default.fileExists(atPath: $0) }
     }
@@ -39,7 +39,7 @@ import Testing
         // Without the sandbox, root reads them all: the attack is real.
         let bare = try Run.unconfined([Run.python, "-c", Self.probe] + secrets)
         #expect(bare.output.allSatisfy { $0.hasSuffix(" READ") }, "\(bare.output)")
-        let policy = try #require(try Policy.builtin(named: policyName))
+        let policy = try #require(Policy.builtin(named: policyName))
         let confined = try Run.confined([Run.python, "-c", Self.probe] + secrets, in: scratch, policy: policy)
         #expect(confined.output == secrets.map { "\($0) refused" }, "\(confined.stderr)")
     }
@@ -48,7 +48,7 @@ import Testing
     /// /etc files, /var/cache/man, the certificates) is readable by anyone
     /// anyway: adding a folder that holds a secret fails here.
     @Test(arguments: policies) func everyReadOnlyPathHoldsOnlyWorldReadableFiles(policyName: String) throws {
-        let policy = try #require(try Policy.builtin(named: policyName))
+        let policy = try #require(Policy.builtin(named: policyName))
         var private_: [String] = []
         for systemPath in policy.systemPaths where systemPath.path.hasPrefix("/etc/") || systemPath.access == .readOnly {
             var queue = [systemPath.path]

@@ -52,7 +52,7 @@ import SystemPackage
         let outside = scratch.path + "/outside"
         try FileManager.default.createDirectory(atPath: outside, withIntermediateDirectories: false)
         let victim = outside + "/victim"
-        FileManager.default.createFile(atPath: victim, contents: Data("x".utf8))
+        _ = FileManager.default.createFile(atPath: victim, contents: Data("x".utf8))
         chmod(victim, 0o600)
         chmod(outside, 0o755)
         let code = Attack.prelude + """
@@ -109,7 +109,7 @@ import SystemPackage
         for _ in 0..<300 { outside += "/d" }
         try FileManager.default.createDirectory(atPath: outside, withIntermediateDirectories: true)
         let victim = outside + "/victim"
-        FileManager.default.createFile(atPath: victim, contents: Data("x".utf8))
+        _ = FileManager.default.createFile(atPath: victim, contents: Data("x".utf8))
         chmod(victim, 0o600)
         let code = Attack.prelude + """
             deep = "Documents/" + "d/" * 300

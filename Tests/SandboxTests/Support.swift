@@ -47,7 +47,7 @@ final class Scratch {
     @discardableResult
     func file(_ name: String, _ contents: String = "secret\n") -> String {
         let file = path + "/" + name
-        FileManager.default.createFile(atPath: file, contents: Data(contents.utf8))
+        _ = FileManager.default.createFile(atPath: file, contents: Data(contents.utf8))
         return file
     }
 }

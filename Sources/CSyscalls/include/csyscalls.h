@@ -153,8 +153,8 @@ int csb_pidfd_wait(int pidfd, int *status);
 ssize_t csb_read_process_memory(pid_t pid, uint64_t address, void *buffer, size_t length);
 /// `capget(2)`/`capset(2)` on the calling thread only: clears or restores the
 /// effective set, so the supervisor acts with the confined child's powers.
-int csb_thread_effective_caps_clear(uint32_t saved[6]);
-int csb_thread_effective_caps_restore(const uint32_t saved[6]);
+int csb_thread_effective_caps_clear(uint32_t saved[_Nonnull 6]);
+int csb_thread_effective_caps_restore(const uint32_t saved[_Nonnull 6]);
 /// Forwards SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 to `pid`
 /// from an async-signal-safe handler. `pid` 0 catches and holds the last
 /// signal until a later call names the pid; -1 restores the defaults.
