@@ -283,8 +283,8 @@ func readOutputs(_ out: Pipe, _ err: Pipe) throws -> (stdout: Data, stderr: Data
     @Test(arguments: [
         (["frobnicate"], "", "unexpected argument 'frobnicate'", "sandboxed-run <subcommand>"),
         (["version"], "", "unexpected argument 'version'", "sandboxed-run <subcommand>"),
-        (["run", "--", "/bin/true"], " run", "run: --app is required", "sandboxed-run run [<options>] --app <app> [<command> ...]"),
-        (["run", "--app", "a"], " run", "run: no command given", "sandboxed-run run [<options>] --app <app> [<command> ...]"),
+        (["run", "--", "/bin/true"], " run", "run: --app is required: the app's identifier, such as com.example.memo", "sandboxed-run run [<options>] --app <app> [<command> ...]"),
+        (["run", "--app", "a"], " run", "run: no command given: put it after --, for example: sandboxed-run run --app a -- /bin/sh", "sandboxed-run run [<options>] --app <app> [<command> ...]"),
         (["run", "--bogus"], " run", "run: unknown option '--bogus'", "sandboxed-run run [<options>] --app <app> [<command> ...]"),
         (["grants", "revoke"], " grants revoke", "grants revoke: give exactly one of --grant, --app or --folder",
          "sandboxed-run grants revoke [--grant <grant>] [--app <app>] [--folder <folder>] [--end-holders] [--keep-holders]"),

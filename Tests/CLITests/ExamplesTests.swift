@@ -11,7 +11,7 @@ import Testing
         let script = #"""
             eval "$(sed -n '/^# demo-echo-begin/,/^# demo-echo-end/p' Examples/demo.sh)"
             run_from Examples/hardcoded-path.py /usr/bin/sha256sum -
-            run printf '[%s]' 'two words' "it's" '$HOME' '*' 'a
+            run printf '[%s]\n' 'two words' "it's" '$HOME' '*' 'a
             b'
             run_from 'Examples/hardcoded-path.py' /bin/sh -c 'wc -c; echo "$0 $1"' 'x y' '<z>'
             """#
