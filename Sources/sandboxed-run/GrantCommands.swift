@@ -261,9 +261,10 @@ struct GrantsCommand: ParsableCommand {
                 and the ledger cannot be written, the reserve alone holds it, in force, until a later command that \
                 writes the ledger takes it in (revoke says so, and exits as below). Then running sandboxes that hold a \
                 revoked grant are named. In the private view a folder attached while running, or given at launch with \
-                a mount of its own, is detached by its launcher at once, or, when the command holds it open (a descriptor \
-                or working directory in it), the launcher ends its sandbox instead: revoke waits up to \(Int(Holding.detachWait)) s \
-                for that and says which (cut or ended). A folder given at launch in the host view (a Landlock rule, which cannot be \
+                a mount of its own, is detached by its launcher: revoke waits up to \(Int(Holding.detachWait)) s for \
+                that and says it was cut; a sandbox that still holds that folder (a descriptor or working directory in it, \
+                a file open or mapped there) is ended by its launcher instead, never left with the folder detached under \
+                what it holds, and revoke says so. A folder given at launch in the host view (a Landlock rule, which cannot be \
                 taken back from a running command), or in the private view one that shares a mount that stays (inside \
                 the container, inside another grant with the same access, or at a path the policy names), stays \
                 reachable until the sandbox ends (`grants holders` says which is which): those sandboxes are listed, \

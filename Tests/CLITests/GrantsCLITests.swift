@@ -142,7 +142,7 @@ import Testing
     @Test func revokeHelpSaysAHeldFolderEndsItsSandbox() throws {
         let help = try CLI.run(["grants", "revoke", "--help"], home: home)
         let text = help.stdout.split(whereSeparator: \.isWhitespace).joined(separator: " ")
-        #expect(text.contains("when the command holds it open (a descriptor or working directory in it), the launcher ends its sandbox instead"), "\(text)")
+        #expect(text.contains("a sandbox that still holds that folder (a descriptor or working directory in it, a file open or mapped there) is ended by its launcher instead"), "\(text)")
     }
 
     @Test func aMissingBookmarkFileSaysHowToMakeOne() throws {
