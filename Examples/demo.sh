@@ -11,14 +11,23 @@ trap 'rm -rf "$work"' EXIT
 export XDG_DATA_HOME="$work/data" XDG_STATE_HOME="$work/state"
 mkdir -p "$work/Vault"
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
-run() { printf '$ %s\n' "$*"; "$@" || printf '(exit %d)\n' "$?"; }
+# Each command is echoed as it is run, quoted so that it can be pasted back.
+# demo-echo-begin (Tests/CLITests/ExamplesTests.swift runs these)
+run() { printf '$'; printf ' %q' "$@"; printf '\n'; "$@" || printf '(exit %d)\n' "$?"; }
+# run_from FILE COMMAND...: COMMAND with FILE as its standard input.
+run_from() {
+    local input="$1"; shift
+    printf '$'; printf ' %q' "$@"; printf ' < %q\n' "$input"
+    "$@" < "$input" || printf '(exit %d)\n' "$?"
+}
+# demo-echo-end
 
 say "What this kernel enforces for the default policy"
 "$bin" doctor --policy writer | sed -n '1,3p;/policy/,$p'
 
 say "A memo writer appends to today's note in its own container"
-run "$bin" run --app com.example.memo -- /usr/bin/python3 - "Call the plumber" < Examples/memo-writer.py
-run "$bin" run --app com.example.memo -- /usr/bin/python3 - "Water the plants" < Examples/memo-writer.py
+run_from Examples/memo-writer.py "$bin" run --app com.example.memo -- /usr/bin/python3 - "Call the plumber"
+run_from Examples/memo-writer.py "$bin" run --app com.example.memo -- /usr/bin/python3 - "Water the plants"
 run "$bin" run --app com.example.memo -- /bin/sh -c 'cat Documents/daily/*.md'
 
 say "The same tool, turned hostile, reaches nothing else"
@@ -34,13 +43,13 @@ run "$bin" run --app com.example.memo --setenv "REAL_HOME=$HOME" -- /bin/sh -c "
 [ -e /tmp/owned ] && echo "the host's /tmp/owned: YES" || echo "the host's /tmp/owned: not there"
 
 say "Why hardcoded paths fail: the container moves on reinstall, as on iOS"
-run "$bin" run --app com.example.paths -- /usr/bin/python3 - < Examples/hardcoded-path.py
+run_from Examples/hardcoded-path.py "$bin" run --app com.example.paths -- /usr/bin/python3 -
 run "$bin" container reinstall --app com.example.paths
-run "$bin" run --app com.example.paths -- /usr/bin/python3 - < Examples/hardcoded-path.py
+run_from Examples/hardcoded-path.py "$bin" run --app com.example.paths -- /usr/bin/python3 -
 
 say "The only way into your folder: you pick it, the app gets an opaque bookmark"
 run "$bin" pick --app com.example.memo --select "$work/Vault" -o "$work/vault.bookmark"
-run "$bin" run --app com.example.memo --grant "VAULT=$work/vault.bookmark" -- /usr/bin/python3 - "Granted vault works" < Examples/memo-writer.py
+run_from Examples/memo-writer.py "$bin" run --app com.example.memo --grant "VAULT=$work/vault.bookmark" -- /usr/bin/python3 - "Granted vault works"
 run cat "$work/Vault/daily/"*.md
 run "$bin" run --app com.example.thief --grant "VAULT=$work/vault.bookmark" -- /bin/true
 run "$bin" grants list
@@ -74,8 +83,8 @@ say "The note is evicted to a placeholder: the line waits in the app's container
 vault_note() { ls "$work/Vault/daily/" | grep -v '^\.' | head -1; }
 run "$bin" sync-simulator "$work/Vault" --seconds 0.5 --edit-rate 0 --evict-rate 1000 --leave-placeholders
 run ls -A "$work/Vault/daily"
-run "$bin" run --app com.example.memo --grant "VAULT=$work/vault.bookmark" -- /usr/bin/python3 - "Book the dentist" < Examples/memo-writer.py
+run_from Examples/memo-writer.py "$bin" run --app com.example.memo --grant "VAULT=$work/vault.bookmark" -- /usr/bin/python3 - "Book the dentist"
 say "The daemon downloads it (the memo writer asked); at the next launch the line lands"
 run "$bin" sync-simulator "$work/Vault" --seconds 0.5 --edit-rate 0
-run "$bin" run --app com.example.memo --grant "VAULT=$work/vault.bookmark" -- /usr/bin/python3 - "Buy stamps" < Examples/memo-writer.py
+run_from Examples/memo-writer.py "$bin" run --app com.example.memo --grant "VAULT=$work/vault.bookmark" -- /usr/bin/python3 - "Buy stamps"
 run cat "$work/Vault/daily/$(vault_note)"

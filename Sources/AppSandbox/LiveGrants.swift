@@ -333,7 +333,7 @@ final class LiveGrantService: @unchecked Sendable {
         let title = ["\(app) asks for a folder, \(FolderBrowser.describe(access))."]
             + (asked.isEmpty ? [] : ["Its words: \u{201C}\(asked)\u{201D}"])
         // The browser starts in the launcher's folder, as pick does.
-        let start = FilePath(Self.currentDirectory() ?? session.environment["HOME"] ?? "/")
+        let start = Self.currentDirectory() ?? FilePath(session.environment["HOME"] ?? "/")
         guard let origin = (try? OwnedDescriptor.openFolder(start, follow: true)) ?? (try? OwnedDescriptor.openFolder(FilePath("/"), follow: false)) else {
             terminal.close()
             return .reply(LiveGrantReply(status: .refused, message: "no folder to start browsing from"))
@@ -344,10 +344,11 @@ final class LiveGrantService: @unchecked Sendable {
         })
     }
 
-    static func currentDirectory() -> String? {
+    static func currentDirectory() -> FilePath? {
         var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
         guard getcwd(&buffer, buffer.count) != nil else { return nil }
-        return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        // As bytes: a folder name need not be UTF-8.
+        return buffer.withUnsafeBufferPointer { FilePath(platformString: $0.baseAddress!) }
     }
 
     /// A path a picker program printed: walked as `pick --select` walks

@@ -49,7 +49,7 @@ final class SandboxRegistration: @unchecked Sendable {
         let live = try broker.liveness(of: launched.map(\.grant))
         if let revoked = launched.first(where: { live[$0.grant] != true }) {
             end()
-            throw .ledger("grant \(revoked.grant) of \(Printable.path(bytes: revoked.path.bytes)) was revoked while the launch was under way: nothing was started")
+            throw .revokedDuringLaunch(grant: revoked.grant, path: Printable.path(bytes: revoked.path.bytes))
         }
     }
 

@@ -341,6 +341,12 @@ public final class SecurityScopedURL {
     public var outstandingAccesses: Int { count.withLock { $0 } }
 }
 
+/// Printed as its path, as Foundation's URL prints itself; never as the type's name.
+extension SecurityScopedURL: CustomStringConvertible, CustomDebugStringConvertible {
+    public var description: String { path.string }
+    public var debugDescription: String { "SecurityScopedURL(\(path.string))" }
+}
+
 /// Why a security-scoped request failed.
 public enum SecurityScopeError: Error, Equatable, CustomStringConvertible, Sendable {
     /// In a sandbox without the broker's descriptor (a policy without the keys).

@@ -578,7 +578,7 @@ public final class GrantBroker {
             target = .folder(handle: try FolderIdentity.of(fd, path: FilePath(path)).handle)
         }
         let noGrant = { (prefix: String, matches: Int) in
-            GrantError.ledger(matches == 0 ? "no grant has an id starting with \(prefix): see `sandboxed-run grants list`" : "more than one grant starts with \(prefix): give more digits")
+            matches == 0 ? GrantError.noSuchGrant(prefix: prefix) : .ambiguousGrant(prefix: prefix, matches: matches)
         }
         guard !isNew else {
             if case .grant(let prefix) = selection { throw noGrant(prefix, 0) }

@@ -28,7 +28,14 @@ public enum GrantError: Error, Equatable, CustomStringConvertible, Sendable {
     case ledgerTooNew(path: String, version: Int, understood: Int)
     /// The command needs to write the state, and it is read-only.
     case readOnlyState(path: String, needed: String)
+    /// The ledger itself could not be opened, read or written.
     case ledger(String)
+    /// `revoke --grant PREFIX`: no grant's id starts with it (a lookup, not a ledger failure).
+    case noSuchGrant(prefix: String)
+    /// `revoke --grant PREFIX`: several grants' ids start with it.
+    case ambiguousGrant(prefix: String, matches: Int)
+    /// A grant of the launch was revoked while the launch was under way: nothing was started.
+    case revokedDuringLaunch(grant: GrantID, path: String)
     /// `revoke` could write the revocation neither into the ledger nor into
     /// the revocation reserve (full, or missing): nothing was revoked.
     /// `named`: the grants it would have revoked (their holders may be ended).
@@ -69,6 +76,12 @@ public enum GrantError: Error, Equatable, CustomStringConvertible, Sendable {
             "the grant state at \(path) is read-only, and \(needed) needs to write it: make it writable (`chmod u+w \(path)`), or use a command that only reads"
         case .ledger(let problem):
             "the grant ledger failed: \(problem)"
+        case .noSuchGrant(let prefix):
+            "no grant has an id starting with \(prefix): see `sandboxed-run grants list`"
+        case .ambiguousGrant(let prefix, let matches):
+            "\(matches) grants have ids starting with '\(prefix)': give more digits (see `sandboxed-run grants list`)"
+        case .revokedDuringLaunch(let grant, let path):
+            "grant \(grant) of \(path) was revoked while the launch was under way: nothing was started"
         case .revocationNotRecorded(let problem, let fix, _):
             "nothing was revoked: \(problem). \(fix)"
         case .keyring(let problem):

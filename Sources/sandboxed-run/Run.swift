@@ -17,7 +17,9 @@ struct Run: ParsableCommand {
 
     @OptionGroup var app: AppOptions
 
-    @Option(help: "A built-in policy (writer, read-only, networked, developer) or a policy file (.plist, .entitlements or .json). Default: writer.")
+    @Option(
+        help: "A built-in policy (writer, read-only, networked, developer) or a policy file (.plist, .entitlements or .json). Default: writer.",
+        completion: .custom { _, _, typed in PolicyChoice.completions(typed) })
     var policy: String?
 
     @Flag(help: "Run even when the kernel cannot enforce everything the policy needs, and say what was not enforced.")
@@ -191,7 +193,7 @@ struct RunOptions {
                 inline = String(word[word.index(after: equals)...])
             }
             guard let option = table.first(where: { $0.name == name }) else {
-                throw .usage("run: unknown option '\(name)' (see sandboxed-run run --help)")
+                throw .usage("run: unknown option '\(name)'")
             }
             if !option.repeats {
                 guard !seen.contains(name) else { throw .usage("run: \(name) given twice: give it once") }
@@ -314,6 +316,32 @@ enum PolicyChoice {
         let policy = try session.policy(named: choice)
         for warning in policy.warnings { Console.warning("policy \(policy.source): \(warning)") }
         return policy
+    }
+
+    static let fileExtensions = ["plist", "entitlements", "json"]
+
+    /// What `--policy <TAB>` offers: the built-in names, then the folders and
+    /// policy files at the path typed so far (the shell narrows them further).
+    static func completions(_ typed: String) -> [String] {
+        let names = Policy.builtinNames.filter { $0.hasPrefix(typed) }
+        let slash = typed.lastIndex(of: "/")
+        let folder = slash.map { String(typed[...$0]) } ?? ""
+        let start = slash.map { String(typed[typed.index(after: $0)...]) } ?? typed
+        guard let directory = opendir(folder.isEmpty ? "." : folder) else { return names }
+        defer { closedir(directory) }
+        var files: [String] = []
+        while let entry = readdir(directory) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            guard name != ".", name != "..", name.hasPrefix(start), start.hasPrefix(".") || !name.hasPrefix(".") else { continue }
+            var status = stat()
+            guard stat(folder + name, &status) == 0 else { continue }
+            if status.st_mode & S_IFMT == S_IFDIR {
+                files.append(folder + name + "/")
+            } else if fileExtensions.contains(where: { name.hasSuffix("." + $0) }) {
+                files.append(folder + name)
+            }
+        }
+        return names + files.sorted()
     }
 }
 

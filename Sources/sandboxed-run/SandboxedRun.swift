@@ -35,7 +35,11 @@ struct SandboxedRun: ParsableCommand {
         }
         do {
             if options.first == "run" {
-                if let parsed = try RunOptions.parse(options.dropFirst()) { try parsed.execute() }
+                let parsed: RunOptions?
+                do { parsed = try RunOptions.parse(options.dropFirst()) } catch .usage(let message) {
+                    Usage.fail(message, options: options)
+                }
+                if let parsed { try parsed.execute() }
                 throw CleanExit.helpRequest(Run.self)
             }
             var command = try parseAsRoot(options)
@@ -55,9 +59,13 @@ struct SandboxedRun: ParsableCommand {
         } catch let error as ExitCode {
             Glibc.exit(error.rawValue)
         } catch {
-            if exitCode(for: error) == .success { exit(withError: error) }  // --help, --version
-            Console.error(fullMessage(for: error).split(separator: "\n").joined(separator: " ") + " (see sandboxed-run --help)")
-            Glibc.exit(125)
+            switch exitCode(for: error) {
+            case .success: exit(withError: error)  // --help, --version
+            case .validationFailure: Usage.fail(message(for: error), options: options)
+            default:
+                Console.error(message(for: error))
+                Glibc.exit(125)
+            }
         }
     }
 }
@@ -70,6 +78,38 @@ extension SandboxedRun {
         let count = Int(csb_saved_argc())
         guard count > 0, let argv = csb_saved_argv() else { return CommandLine.arguments }
         return (0..<count).map { String(cString: argv[$0]!) }
+    }
+}
+
+/// A usage error, said alike by every command: what was wrong and the
+/// command's own usage on one line, where its help is on a second; exit 125.
+enum Usage {
+    static func fail(_ problem: String, options: [String]) -> Never {
+        let command = command(named: options)
+        let names = command.map { $0.configuration.commandName ?? "" }
+        // ArgumentParser's text may wrap, or pad its columns with spaces.
+        let clean = { (text: String) in text.split(whereSeparator: \.isWhitespace).joined(separator: " ") }
+        var problem = clean(problem)
+        if problem.hasSuffix(".") { problem.removeLast() }
+        // ArgumentParser's "Unknown option": said as the tool says the rest.
+        if let first = problem.first, first.isUppercase, problem.dropFirst().first?.isLowercase == true {
+            problem = first.lowercased() + problem.dropFirst()
+        }
+        let subcommand = names.dropFirst().joined(separator: " ")
+        if !subcommand.isEmpty, !problem.hasPrefix(subcommand + ": ") { problem = subcommand + ": " + problem }
+        Console.error(problem + " (usage: \(clean(SandboxedRun.usageString(for: command.last!))))")
+        Console.error("see `\(names.joined(separator: " ")) --help`")
+        Glibc.exit(125)
+    }
+
+    /// The command the arguments name: its leading words that are subcommand names.
+    static func command(named options: [String]) -> [ParsableCommand.Type] {
+        var stack: [ParsableCommand.Type] = [SandboxedRun.self]
+        for word in options {
+            guard let next = stack.last!.configuration.subcommands.first(where: { $0.configuration.commandName == word }) else { break }
+            stack.append(next)
+        }
+        return stack
     }
 }
 

@@ -260,9 +260,7 @@ func readOutputs(_ out: Pipe, _ err: Pipe) throws -> (stdout: Data, stderr: Data
     }
 
     @Test(arguments: [
-        (["run", "--", "/bin/true"], "--app is required"),
         (["run", "--app", "../escape", "--", "/bin/true"], "invalid app id '../escape'"),
-        (["run", "--app", "a"], "no command given"),
         (["run", "--app", "a", "--policy", "/no/such/policy.plist", "--", "/bin/true"], "policy /no/such/policy.plist: its folder does not exist"),
         (["run", "--app", "a", "--setenv", "NOVALUE", "--", "/bin/true"], "--setenv 'NOVALUE': write NAME=VALUE"),
         (["run", "--app", "a", "--keep-fd", "917", "--", "/bin/true"], "--keep-fd 917: that descriptor is not open"),
@@ -270,14 +268,37 @@ func readOutputs(_ out: Pipe, _ err: Pipe) throws -> (stdout: Data, stderr: Data
         // container, system paths, libraries): never handed over.
         (["run", "--app", "a", "--keep-fd", "5", "--", "/bin/true"], "--keep-fd 5: that descriptor is not open"),
         (["run", "--app", "a", "--keep-fd", "9", "--", "/bin/true"], "--keep-fd 9: that descriptor is not open"),
-        (["frobnicate"], "Unexpected argument 'frobnicate'"),
     ])
-    func badUsageIs125WithOneClearLine(arguments: [String], message: String) throws {
+    func aBadValueIs125WithOneClearLine(arguments: [String], message: String) throws {
         let result = try CLI.run(arguments)
         #expect(result.status == 125)
         #expect(result.stderr.hasPrefix("sandboxed-run: "))
         #expect(result.stderr.contains(message), "\(result.stderr)")
         #expect(result.stderr.filter { $0 == "\n" }.count == 1, "one line: \(result.stderr)")
+    }
+
+    /// Every usage error alike, whoever parsed it (ArgumentParser, `run`'s
+    /// own parser, a check in a command's body): the problem and the
+    /// command's own usage on one line, where its help is on a second.
+    @Test(arguments: [
+        (["frobnicate"], "", "unexpected argument 'frobnicate'", "sandboxed-run <subcommand>"),
+        (["version"], "", "unexpected argument 'version'", "sandboxed-run <subcommand>"),
+        (["run", "--", "/bin/true"], " run", "run: --app is required: the app's identifier, such as com.example.memo", "sandboxed-run run [<options>] --app <app> [<command> ...]"),
+        (["run", "--app", "a"], " run", "run: no command given: put it after --, for example: sandboxed-run run --app a -- /bin/sh", "sandboxed-run run [<options>] --app <app> [<command> ...]"),
+        (["run", "--bogus"], " run", "run: unknown option '--bogus'", "sandboxed-run run [<options>] --app <app> [<command> ...]"),
+        (["grants", "revoke"], " grants revoke", "grants revoke: give exactly one of --grant, --app or --folder",
+         "sandboxed-run grants revoke [--grant <grant>] [--app <app>] [--folder <folder>] [--end-holders] [--keep-holders]"),
+        (["grants", "revoke", "--grant", "a", "--app", "b"], " grants revoke", "grants revoke: give exactly one of --grant, --app or --folder",
+         "sandboxed-run grants revoke [--grant <grant>] [--app <app>] [--folder <folder>] [--end-holders] [--keep-holders]"),
+        (["grants", "list", "--bogus"], " grants list", "grants list: unknown option '--bogus'", "sandboxed-run grants list [--app <app>] [--json]"),
+        (["pick", "--app", "a"], " pick", "pick: missing expected argument '--output <output>'",
+         "sandboxed-run pick --app <app> [--read-only] --output <output> [--select <select>]"),
+    ])
+    func aUsageErrorIsOneLineWithItsUsageAndOneSayingWhereHelpIs(arguments: [String], command: String, problem: String, usage: String) throws {
+        let result = try CLI.run(arguments)
+        #expect(result.status == 125)
+        #expect(result.stdout.isEmpty)
+        #expect(result.stderr == "sandboxed-run: \(problem) (usage: \(usage))\nsandboxed-run: see `sandboxed-run\(command) --help`\n", "\(result.stderr)")
     }
 
     @Test func aBadPolicyFileNamesTheFileAndKey() throws {

@@ -127,6 +127,24 @@ import Testing
         #expect(revoked.stderr.contains("revoked:"))
     }
 
+    /// An id no grant has is a lookup that found nothing, not a broken ledger.
+    @Test func revokingAnUnknownIdSaysSoAndNeverThatTheLedgerFailed() throws {
+        #expect(try pick().status == 0)  // the ledger exists and is fine
+        let listed = try CLI.run(["grants", "list"], home: home).stdout
+        let unused = ["ffff", "0000"].first { !listed.hasPrefix($0) }!
+        let unknown = try CLI.run(["grants", "revoke", "--grant", unused], home: home)
+        #expect(unknown.status == 125)
+        #expect(unknown.stderr == "sandboxed-run: no grant has an id starting with \(unused): see `sandboxed-run grants list`\n", "\(unknown.stderr)")
+    }
+
+    /// `grants revoke --help` says what revoke does to a launch-time grant
+    /// in the private view: cut at once, or the sandbox ended when its command holds the folder.
+    @Test func revokeHelpSaysAHeldFolderEndsItsSandbox() throws {
+        let help = try CLI.run(["grants", "revoke", "--help"], home: home)
+        let text = help.stdout.split(whereSeparator: \.isWhitespace).joined(separator: " ")
+        #expect(text.contains("a sandbox that still holds that folder (a descriptor or working directory in it, a file open or mapped there) is ended by its launcher instead"), "\(text)")
+    }
+
     @Test func aMissingBookmarkFileSaysHowToMakeOne() throws {
         let result = try run(["/bin/true"])
         #expect(result.status == 125)

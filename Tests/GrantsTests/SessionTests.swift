@@ -92,4 +92,17 @@ import SystemPackage
         #expect(recorded.contains { $0.handle == handle })
         #expect(session.linkTrust().appMayHaveWritten(try .openPath(FilePath(shared), follow: true)) != nil)
     }
+
+    @Test func aSecurityScopedURLPrintsItsPath() throws {
+        let home = Home()
+        let session = try Self.session(home)
+        let vault = try home.folder("vault")
+        let data = try session.broker().bookmarkData(forFolder: vault, app: try AppID("com.example.memo"))
+        var isStale = false
+        let url = try SecurityScope.local(session: session, app: try AppID("com.example.memo"))
+            .url(resolvingBookmarkData: data, bookmarkDataIsStale: &isStale)
+        #expect("\(url)" == vault)
+        #expect(String(describing: url) == vault)
+        #expect(String(reflecting: url) == "SecurityScopedURL(\(vault))")
+    }
 }

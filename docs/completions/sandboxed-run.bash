@@ -197,6 +197,7 @@ _sandboxed-run_run() {
         return
         ;;
     '--policy')
+        __sandboxed-run_add_completions -W "$(__sandboxed-run_custom_complete ---completion run -- --policy "${COMP_CWORD}" "$(__sandboxed-run_cursor_index_in_current_word)")"
         return
         ;;
     '--keep-fd')

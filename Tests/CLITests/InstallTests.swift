@@ -1,0 +1,107 @@
+import Foundation
+import Testing
+
+/// `scripts/install`, into a scratch PREFIX (never the real /usr/local):
+/// `man` finds the pages by the names users type, and bash, with
+/// bash-completion, loads the completion from where it looks and offers
+/// the built-in policies for `run --policy `.
+@Suite struct InstallTests {
+    static let script = ManualTests.repository.appendingPathComponent("scripts/install").path
+
+    final class Scratch {
+        let path = NSTemporaryDirectory() + "sandboxed-run-install-" + UUID().uuidString
+        init() throws { try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true) }
+        deinit { try? FileManager.default.removeItem(atPath: path) }
+    }
+
+    /// Installs the binary under test (no release build) into `prefix`, staged under `destdir`.
+    static func install(prefix: String, destdir: String? = nil) throws -> CLI.Result {
+        var environment = ProcessInfo.processInfo.environment
+        environment["DESTDIR"] = destdir
+        environment["SANDBOXED_RUN_BINARY"] = CLI.binary
+        return try CLI.program(script, [prefix], environment: environment)
+    }
+
+    @Test func manFindsEachCommandsPageByItsDashedName() throws {
+        let scratch = try Scratch()
+        let prefix = scratch.path + "/prefix"
+        let installed = try Self.install(prefix: prefix)
+        try #require(installed.status == 0, "\(installed)")
+        let manpath = ["MANPATH": prefix + "/share/man", "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"]
+        for (page, file) in [("sandboxed-run", "sandboxed-run.1"), ("sandboxed-run-run", "sandboxed-run.run.1"),
+                             ("sandboxed-run-grants-revoke", "sandboxed-run.grants.revoke.1"),
+                             ("sandboxed-run.grants.revoke", "sandboxed-run.grants.revoke.1")] {
+            let found = try CLI.program("/usr/bin/man", ["-w", page], environment: manpath)
+            #expect(found.status == 0, "man -w \(page): \(found)")
+            // man -w names the page a link leads to.
+            let path = found.stdout.trimmingCharacters(in: .newlines)
+            #expect(path.hasPrefix(prefix + "/share/man/man1/"), "\(page): \(path)")
+            #expect(URL(fileURLWithPath: path).resolvingSymlinksInPath().lastPathComponent == file, "\(page): \(path)")
+        }
+        let run = try CLI.program("/usr/bin/man", ["sandboxed-run-run"], environment: manpath.merging(["MANPAGER": "cat", "MANWIDTH": "80"]) { $1 })
+        #expect(run.status == 0 && run.stdout.contains("sandboxed-run run"), "\(run)")
+        #expect(run.stdout.contains("--policy"), "\(run.stdout.prefix(400))")
+        for file in ["bin/sandboxed-run", "share/bash-completion/completions/sandboxed-run",
+                     "share/zsh/site-functions/_sandboxed-run", "share/fish/vendor_completions.d/sandboxed-run.fish"] {
+            #expect(FileManager.default.fileExists(atPath: prefix + "/" + file), "\(file) not installed")
+        }
+        #expect(FileManager.default.isExecutableFile(atPath: prefix + "/bin/sandboxed-run"))
+    }
+
+    /// DESTDIR stages the install: everything lands under DESTDIR+PREFIX, the
+    /// links among the pages are relative (they still hold once moved to PREFIX).
+    @Test func destdirStagesUnderItAndNothingNamesIt() throws {
+        let scratch = try Scratch()
+        let stage = scratch.path + "/stage"
+        let prefix = scratch.path + "/final"
+        let installed = try Self.install(prefix: prefix, destdir: stage)
+        try #require(installed.status == 0, "\(installed)")
+        #expect(!FileManager.default.fileExists(atPath: prefix), "installed outside DESTDIR")
+        let man1 = stage + prefix + "/share/man/man1"
+        #expect(FileManager.default.fileExists(atPath: stage + prefix + "/bin/sandboxed-run"))
+        let link = try FileManager.default.destinationOfSymbolicLink(atPath: man1 + "/sandboxed-run-run.1")
+        #expect(link == "sandboxed-run.run.1")
+        let relative = try CLI.program(Self.script, ["usr/local"], environment: ["SANDBOXED_RUN_BINARY": CLI.binary, "PATH": "/usr/bin:/bin"])
+        #expect(relative.status != 0 && relative.stderr.contains("absolute"), "\(relative)")
+    }
+
+    /// The user types `sandboxed-run run --policy <TAB>`: bash-completion
+    /// loads the installed script from PREFIX/share (as it does from
+    /// /usr/local/share by default), which asks the installed binary.
+    @Test func bashCompletesRunPolicyWithTheBuiltInPoliciesAndPolicyFiles() throws {
+        let scratch = try Scratch()
+        let prefix = scratch.path + "/prefix"
+        let installed = try Self.install(prefix: prefix)
+        try #require(installed.status == 0, "\(installed)")
+        let work = scratch.path + "/work"
+        try FileManager.default.createDirectory(atPath: work + "/policies", withIntermediateDirectories: true)
+        for file in ["policies/mine.plist", "app.entitlements", "notes.txt"] {
+            _ = FileManager.default.createFile(atPath: work + "/" + file, contents: Data())
+        }
+        let complete = """
+            source /usr/share/bash-completion/bash_completion
+            cd "$1"
+            _completion_loader sandboxed-run
+            COMP_WORDS=(sandboxed-run run --policy "$2")
+            COMP_CWORD=3
+            COMP_LINE="sandboxed-run run --policy $2"
+            COMP_POINT=${#COMP_LINE}
+            COMPREPLY=()
+            _sandboxed-run sandboxed-run "$2" --policy
+            printf '%s\\n' "${COMPREPLY[@]}"
+            """
+        let environment = ["PATH": prefix + "/bin:/usr/bin:/bin", "XDG_DATA_DIRS": prefix + "/share", "HOME": scratch.path, "LANG": "C.UTF-8"]
+        func offered(_ typed: String) throws -> [String] {
+            let result = try CLI.program("/bin/bash", ["--norc", "--noprofile", "-c", complete, "complete", work, typed], environment: environment)
+            #expect(result.status == 0, "\(result)")
+            return result.stdout.split(separator: "\n").map(String.init)
+        }
+        let all = try offered("")
+        for name in ["writer", "read-only", "networked", "developer", "app.entitlements", "policies/"] {
+            #expect(all.contains(name), "\(name) not offered: \(all)")
+        }
+        #expect(!all.contains("notes.txt"), "\(all)")
+        #expect(try offered("rea") == ["read-only"])
+        #expect(try offered("policies/") == ["policies/mine.plist"])
+    }
+}
