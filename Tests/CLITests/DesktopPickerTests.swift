@@ -139,7 +139,7 @@ import Testing
         for _ in $(seq 100); do [ -s "$work/display" ] && break; sleep 0.1; done
         export DISPLAY=:$(cat "$work/display")
         ( "$@" >"$work/out" 2>"$work/err"; echo $? >"$work/status" ) &
-        window=$(timeout 30 xdotool search --sync --name '^sandboxed-run: ' | head -1) || { echo "no dialog"; exit 1; }
+        window=$(timeout -s KILL 30 xdotool search --sync --name '^sandboxed-run: ' | head -1) || { echo "no dialog"; exit 1; }
         xdotool getwindowname "$window" >"$work/title"
         sleep 1  # drawn, and the file list loaded
         xdotool windowfocus --sync "$window"
