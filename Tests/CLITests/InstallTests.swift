@@ -41,11 +41,12 @@ import Testing
         let run = try CLI.program("/usr/bin/man", ["sandboxed-run-run"], environment: manpath.merging(["MANPAGER": "cat", "MANWIDTH": "80"]) { $1 })
         #expect(run.status == 0 && run.stdout.contains("sandboxed-run run"), "\(run)")
         #expect(run.stdout.contains("--policy"), "\(run.stdout.prefix(400))")
-        for file in ["bin/sandboxed-run", "share/bash-completion/completions/sandboxed-run",
+        for file in ["bin/sandboxed-run", "bin/sandboxed-run-desktop-picker", "share/bash-completion/completions/sandboxed-run",
                      "share/zsh/site-functions/_sandboxed-run", "share/fish/vendor_completions.d/sandboxed-run.fish"] {
             #expect(FileManager.default.fileExists(atPath: prefix + "/" + file), "\(file) not installed")
         }
         #expect(FileManager.default.isExecutableFile(atPath: prefix + "/bin/sandboxed-run"))
+        #expect(FileManager.default.isExecutableFile(atPath: prefix + "/bin/sandboxed-run-desktop-picker"))
     }
 
     /// DESTDIR stages the install: everything lands under DESTDIR+PREFIX, the

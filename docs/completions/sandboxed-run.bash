@@ -412,7 +412,7 @@ _sandboxed-run_container_reinstall() {
 
 _sandboxed-run_doctor() {
     repeating_flags=()
-    non_repeating_flags=(--version -h --help)
+    non_repeating_flags=(--json --version -h --help)
     repeating_options=()
     non_repeating_options=(--policy)
     __sandboxed-run_offer_flags_options 0

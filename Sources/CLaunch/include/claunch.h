@@ -336,6 +336,20 @@ int csb_child_report(int report_fd, int *stage, int *error, int *value, int *rec
 /// or NULL for a number that is none.
 const char *_Nullable csb_stage_name(int stage);
 
+/// Steps of `csb_probe_private_view`, the first that failed (0: none did).
+enum csb_view_probe_step {
+    CSB_VIEW_PROBE_USER_NAMESPACE = 1,
+    CSB_VIEW_PROBE_ID_MAP = 2,
+    CSB_VIEW_PROBE_NAMESPACES = 3,
+    CSB_VIEW_PROBE_MOUNT = 4,
+};
+
+/// For `doctor`: whether a forked child can take the namespaces the private
+/// view is built in (mount and pid, inside a new user namespace when
+/// `user_namespace`) and mount a tmpfs there. Sets `step` (0 when every step
+/// worked) and `error` (its errno); -1 only when the child could not be started.
+int csb_probe_private_view(int user_namespace, int *_Nonnull step, int *_Nonnull error);
+
 #pragma clang assume_nonnull end
 
 #endif

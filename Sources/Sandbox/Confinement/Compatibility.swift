@@ -130,3 +130,15 @@ extension KernelFeatures {
         return list
     }
 }
+
+extension KernelFeatures {
+    /// The launcher's effective capabilities by name (`cap_sys_admin`, ...).
+    public static var launcherCapabilityNames: [String] { Capabilities.effective }
+    /// The capabilities this kernel knows that the launcher lacks.
+    public static var launcherMissingCapabilities: [String] {
+        let held = Set(Capabilities.effective)
+        return Capabilities.all.filter { !held.contains($0) }
+    }
+    /// What a capability lets a process do, in words ("" for the less common ones).
+    public static func capabilityWords(_ name: String) -> String { Capabilities.words(name) }
+}

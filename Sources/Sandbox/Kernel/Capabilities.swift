@@ -31,3 +31,47 @@ enum Capabilities {
         return result.isEmpty ? "none" : result
     }
 }
+
+extension Capabilities {
+    /// The effective capabilities of this process, by libcap's names.
+    static var effective: [String] {
+        guard let caps = cap_get_proc() else { return [] }
+        defer { cap_free(UnsafeMutableRawPointer(caps)) }
+        var names: [String] = []
+        for value in 0...lastCapability {
+            var flag = CAP_CLEAR
+            guard cap_get_flag(caps, cap_value_t(value), CAP_EFFECTIVE, &flag) == 0, flag == CAP_SET else { continue }
+            guard let name = cap_to_name(cap_value_t(value)) else { continue }
+            names.append(String(cString: name))
+            cap_free(name)
+        }
+        return names
+    }
+
+    /// Every capability this kernel knows, by libcap's names.
+    static var all: [String] {
+        (0...lastCapability).compactMap { value in
+            guard let name = cap_to_name(cap_value_t(value)) else { return nil }
+            defer { cap_free(name) }
+            return String(cString: name)
+        }
+    }
+
+    /// What a capability lets the launcher do, for the ones a person may need to know.
+    static func words(_ name: String) -> String {
+        switch name {
+        case "cap_sys_admin": "mount and make namespaces"
+        case "cap_sys_resource": "raise resource limits above their hard limit"
+        case "cap_dac_override": "read and write any file"
+        case "cap_dac_read_search": "read any file and open files by handle"
+        case "cap_setuid", "cap_setgid": "change user or group ids"
+        case "cap_setpcap": "drop capabilities from the bounding set"
+        case "cap_net_admin": "configure networks"
+        case "cap_sys_ptrace": "trace any process"
+        case "cap_chown": "change any file's owner"
+        case "cap_fowner": "change any file's mode and times"
+        case "cap_kill": "signal any process"
+        default: ""
+        }
+    }
+}
