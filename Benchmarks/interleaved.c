@@ -11,7 +11,10 @@
 // ('sh -c 'find . | sha256sum'': three words), no other quoting. Leading
 // NAME=value words are added to that command's environment (as env(1) would,
 // without a process of its own in the measurement). stdio go to /dev/null. Prints,
-// per command: median, 25th and 75th percentile in ms, then the command.
+// per command: median, 25th and 75th percentile in ms, the median CPU time in
+// ms (user and system, of the command and every process it waited for: less
+// moved by other load than the wall clock) and the peak resident memory in
+// KiB (the largest of those processes), then the command.
 // A command that fails once fails the whole run (exit 1).
 #define _GNU_SOURCE
 #include <errno.h>
@@ -21,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -49,7 +53,7 @@ static uint64_t next_random(void) {
     return state;
 }
 
-static double run_once(char *const argv[], char *const envp[], posix_spawn_file_actions_t *actions) {
+static double run_once(char *const argv[], char *const envp[], posix_spawn_file_actions_t *actions, double *cpu, long *peak) {
     pid_t pid;
     double start = now_ms();
     int error = posix_spawn(&pid, argv[0], actions, NULL, argv, envp);
@@ -58,10 +62,15 @@ static double run_once(char *const argv[], char *const envp[], posix_spawn_file_
         exit(1);
     }
     int status;
-    while (waitpid(pid, &status, 0) < 0) {
+    struct rusage usage;
+    while (wait4(pid, &status, 0, &usage) < 0) {
         if (errno != EINTR) { perror("interleaved: waitpid"); exit(1); }
     }
     double elapsed = now_ms() - start;
+    *cpu = (usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) * 1e3 + (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e3;
+    // posix_spawn's child shares this process's memory until its exec: this
+    // program's own peak (about 1 MB) is the floor of every figure.
+    if (usage.ru_maxrss > *peak) *peak = usage.ru_maxrss;
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
         fprintf(stderr, "interleaved: %s failed (status %d)\n", argv[0], status);
         exit(1);
@@ -107,7 +116,9 @@ int main(int argc, char **argv) {
     for (int fd = 0; fd <= 2; fd++) posix_spawn_file_actions_addopen(&actions, fd, "/dev/null", fd == 0 ? O_RDONLY : O_WRONLY, 0);
 
     double *times = calloc((size_t)count * (size_t)rounds, sizeof(double));
-    if (times == NULL) { perror("interleaved"); return 1; }
+    double *cpus = calloc((size_t)count * (size_t)rounds, sizeof(double));
+    long peaks[MAX_COMMANDS] = {0};
+    if (times == NULL || cpus == NULL) { perror("interleaved"); return 1; }
     int order[MAX_COMMANDS];
     for (int c = 0; c < count; c++) order[c] = c;
     for (int round = -warmup; round < rounds; round++) {
@@ -119,15 +130,22 @@ int main(int argc, char **argv) {
         }
         for (int i = 0; i < count; i++) {
             int c = order[i];
-            double elapsed = run_once(argvs[c], envs[c], &actions);
-            if (round >= 0) times[(size_t)c * rounds + round] = elapsed;
+            double cpu;
+            double elapsed = run_once(argvs[c], envs[c], &actions, &cpu, &peaks[c]);
+            if (round >= 0) {
+                times[(size_t)c * rounds + round] = elapsed;
+                cpus[(size_t)c * rounds + round] = cpu;
+            }
         }
     }
     for (int c = 0; c < count; c++) {
         double *mine = times + (size_t)c * rounds;
         qsort(mine, (size_t)rounds, sizeof(double), by_value);
         double median = rounds % 2 ? mine[rounds / 2] : (mine[rounds / 2 - 1] + mine[rounds / 2]) / 2;
-        printf("%.3f %.3f %.3f", median, mine[rounds / 4], mine[(3 * rounds) / 4]);
+        double *used = cpus + (size_t)c * rounds;
+        qsort(used, (size_t)rounds, sizeof(double), by_value);
+        double cpu = rounds % 2 ? used[rounds / 2] : (used[rounds / 2 - 1] + used[rounds / 2]) / 2;
+        printf("%.3f %.3f %.3f %.3f %ld", median, mine[rounds / 4], mine[(3 * rounds) / 4], cpu, peaks[c]);
         for (char **word = args[c]; *word != NULL; word++) printf(" %s", *word);
         printf("\n");
     }

@@ -4,7 +4,8 @@
 # bubblewrap (minimal, "isolated", and building the same view as ours from
 # the writer policy: Benchmarks/bwrap-view.py), measured in the same
 # hyperfine run and again in turns (one launch of each per round, the
-# steadier ratios; the targets' ratios come from these), with peak memory,
+# steadier ratios; the targets' ratios come from these, each also in CPU
+# time, which other load moves less than the wall clock), with peak memory,
 # then where our launch time goes (phases, perf where the machine has it).
 # Prints figures and ratios; asserts nothing (timing belongs here).
 #   Benchmarks/launch.sh [RUNS]
@@ -106,17 +107,20 @@ names = ["true", "sandboxed-run --help (start-up only)", "sandboxed-run run", "s
          "bwrap --ro-bind / /", "bwrap isolated",
          "sandboxed-run run --view host", "sandboxed-run run --view host --grant", "bwrap isolated --bind V V",
          "bwrap same view", "bwrap same view --bind V V"]
-rows = [line.split()[:3] for line in open(sys.argv[1])]
+rows = [line.split()[:5] for line in open(sys.argv[1])]
 median = {name: float(row[0]) for name, row in zip(names, rows)}
+# CPU time (user and system, every process of the launch): less moved by other load than the wall clock.
+cpu = {name: float(row[3]) for name, row in zip(names, rows)}
 print(f"\nin turns ({len(rows)} commands, one launch each per round):")
-print(f"{'command':40} {'median ms':>10} {'p25':>7} {'p75':>7} {'/ bwrap minimal':>16}")
+print(f"{'command':40} {'median ms':>10} {'p25':>7} {'p75':>7} {'/ bwrap minimal':>16} {'CPU ms':>7} {'peak KiB':>9}")
 for name, row in zip(names, rows):
-    print(f"{name:40} {float(row[0]):10.2f} {float(row[1]):7.2f} {float(row[2]):7.2f} {float(row[0]) / median['bwrap --ro-bind / /']:16.2f}")
+    print(f"{name:40} {float(row[0]):10.2f} {float(row[1]):7.2f} {float(row[2]):7.2f} {float(row[0]) / median['bwrap --ro-bind / /']:16.2f}"
+          f" {float(row[3]):7.2f} {int(row[4]):9d}")
 def ratio(label, ours, theirs, target=None, goal=None):
     value = median[ours] / median[theirs]
     verdict = "" if target is None else f"  target <= {target}: {'met' if value <= target else 'MISSED'}" + (f", goal {goal}" if goal else "")
-    print(f"  {label:62} x{value:.3f}{verdict}")
-print("\nthe targets, ratios in these turns (medians):")
+    print(f"  {label:62} x{value:.3f}{verdict}  (CPU x{cpu[ours] / cpu[theirs]:.3f})")
+print("\nthe targets, ratios in these turns (medians of the wall clock; of CPU time in brackets):")
 ratio("private run / bwrap isolated", "sandboxed-run run", "bwrap isolated", 1.2, 1.0)
 ratio("private run --grant / bwrap isolated --bind V V", "sandboxed-run run --grant", "bwrap isolated --bind V V", 1.2, 1.0)
 ratio("private run / bwrap same view", "sandboxed-run run", "bwrap same view", 1.0)
@@ -127,10 +131,16 @@ ratio("host run --grant / bwrap isolated --bind V V", "sandboxed-run run --view 
 ratio("host run --grant / host run", "sandboxed-run run --view host --grant", "sandboxed-run run --view host", 1.15)
 ratio("private run / host run (the view's cost)", "sandboxed-run run", "sandboxed-run run --view host")
 ratio("bwrap same view / bwrap isolated", "bwrap same view", "bwrap isolated")
+peak = {name: int(row[4]) for name, row in zip(names, rows)}
+for name in ["sandboxed-run run", "sandboxed-run run --grant", "sandboxed-run run --view host --grant"]:
+    print(f"  {'peak resident memory, ' + name[len('sandboxed-run '):]:62} {peak[name]:6d} KiB  target <= 8192: {'met' if peak[name] <= 8192 else 'MISSED'}")
 if len(rows) > len(names):
     old_run, old_grant = float(rows[len(names)][0]), float(rows[len(names) + 1][0])
+    old_cpu_run, old_cpu_grant = float(rows[len(names)][3]), float(rows[len(names) + 1][3])
     print(f"\nthe older build (BEFORE), same turns: run {old_run:.2f} ms, --grant {old_grant:.2f} ms; "
-          f"this build over it: run x{median['sandboxed-run run'] / old_run:.3f}, --grant x{median['sandboxed-run run --grant'] / old_grant:.3f}")
+          f"this build over it: run x{median['sandboxed-run run'] / old_run:.3f}, --grant x{median['sandboxed-run run --grant'] / old_grant:.3f}; "
+          f"CPU time: run x{cpu['sandboxed-run run'] / old_cpu_run:.3f}, --grant x{cpu['sandboxed-run run --grant'] / old_cpu_grant:.3f}; "
+          f"peak KiB: run {rows[len(names)][4]}, --grant {rows[len(names) + 1][4]}")
 PY
 
 # Where the wall-clock time goes, phase by phase (SANDBOXED_RUN_PHASES: the
