@@ -174,8 +174,14 @@ struct RevocationReserve {
     /// read sees, never before (which would read a grant as live that both
     /// call revoked). A grant made just after a fold may meanwhile read as
     /// revoked, which fails closed.
+    /// Opened read-only: closing a descriptor opened for writing sends
+    /// IN_CLOSE_WRITE, and every launcher that holds a grant watches the
+    /// state folder and reads this on each event (one such read woke every
+    /// other launcher of the user, and itself, in an endless loop).
     static func held(in state: StateDirectory) throws(GrantError) -> [Entry] {
-        try open(in: state)?.entries ?? []
+        let shown = path(in: state)
+        guard let vetted = try StateDirectory.statPrivateFile(fileName, in: state.descriptor, path: shown) else { return [] }
+        return try openReadOnly(in: state, vetted: vetted)?.entries ?? []
     }
 
     /// `record` with `revoked` set when a held revocation covers it.

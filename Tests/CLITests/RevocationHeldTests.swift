@@ -26,6 +26,49 @@ extension LiveGrantsCLITests {
         try revokeHeld(as: 65534, launchTime: launchTime)
     }
 
+    /// Launchers that hold launch-time grants in the private view watch the
+    /// state folder and read the ledger and the revocation reserve on each
+    /// change. A read that itself changes the folder (the reserve was opened
+    /// for writing, and its close sent IN_CLOSE_WRITE) woke every such
+    /// launcher, itself included, for ever: two idle sandboxes spun at half
+    /// a core each and made hundreds of events a second (seen failing: a
+    /// test's launcher used 4 min of CPU in 9 min of `sleep`). Idle, the
+    /// folder sees only the launchers' own startup writes and a read a second.
+    @Test func idleLaunchersDoNotWakeEachOtherThroughTheStateFolder() throws {
+        let box = try container()
+        _ = try pickInto(box + "/b")
+        let state = home.path + "/state/sandboxed-run"
+        #expect(FileManager.default.fileExists(atPath: state + "/revocations"), "no reserve: the grant made none")
+        var sandboxes: [Process] = []
+        defer { for process in sandboxes where process.isRunning { process.terminate(); process.waitUntilExit() } }
+        for _ in 0..<2 {
+            let (process, _, _) = try CLI.start(["run", "--app", Self.app, "--view", "private", "--grant", "B=" + box + "/b",
+                                                "--", "/bin/sleep", "6"], home: home)
+            sandboxes.append(process)
+        }
+        sleep(2)  // both launched, and watching (from 100 ms on)
+        let watch = inotify_init1(CInt(IN_NONBLOCK | IN_CLOEXEC))
+        try #require(watch >= 0)
+        defer { close(watch) }
+        try #require(inotify_add_watch(watch, state, UInt32(IN_MODIFY | IN_CLOSE_WRITE | IN_CREATE | IN_DELETE | IN_MOVED_TO | IN_ATTRIB)) >= 0)
+        sleep(2)
+        var events = 0
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let got = buffer.withUnsafeMutableBytes { read(watch, $0.baseAddress, $0.count) }
+            guard got > 0 else { break }
+            var offset = 0
+            while offset + 16 <= got {
+                events += 1
+                offset += 16 + Int(buffer[offset + 12]) | Int(buffer[offset + 13]) << 8
+            }
+        }
+        let running = sandboxes.filter { $0.isRunning }.count
+        #expect(running == 2, "a sandbox ended early")
+        // Each launcher reads once a second (the backstop): a few events, not a loop.
+        #expect(events < 40, "\(events) changes of the state folder in 2 s while two sandboxes idled")
+    }
+
     func revokeHeld(as user: uid_t?, launchTime: Bool) throws {
         try FileManager.default.createDirectory(atPath: folder + "/deep/er", withIntermediateDirectories: true)
         let box = try container()
