@@ -591,7 +591,7 @@ final class LiveGrantService: @unchecked Sendable {
         // sandbox ends, and its record (still naming the grant) with it.
         for id in Array(attached.keys) where known[id] != true {
             do { try detach(id) } catch {
-                running?.revocationFailed("taking away the revoked \(attached[id]?.path.string ?? "folder"): \(error)")
+                endSandbox(error, "taking away the revoked \(attached[id]?.path.string ?? "folder")")
             }
         }
         // A launch-time grant's mount goes once every grant it holds is revoked.
@@ -602,10 +602,17 @@ final class LiveGrantService: @unchecked Sendable {
                     if let id = launchGrants[name] { try? registration?.detached(id) }
                 }
             } catch {
-                running?.revocationFailed("detaching the launch-time grant \(revoked.sorted().joined(separator: ", ")): \(error)")
+                endSandbox(error, "detaching the launch-time grant \(revoked.sorted().joined(separator: ", "))")
             }
         }
         lastCheck = Self.now()
+    }
+
+    /// A revoked folder could not be taken away: the record says why (for
+    /// `grants revoke` to report), then the sandbox is ended (fail closed).
+    private func endSandbox(_ error: LiveGrantAreaError, _ step: String) {
+        registration?.ending(error == .held ? .held : .failed("\(step): \(error)"))
+        running?.revocationFailed("\(step): \(error)")
     }
 }
 

@@ -21,6 +21,9 @@ final class SandboxRegistration: @unchecked Sendable {
     private var recordable = true
     /// Room for the next rewrite should the disk be full (see `RecordSpare`).
     private var spare: RecordSpare?
+    /// Why the launcher is ending the sandbox, once it is.
+    private var endingWhy: SandboxRecord.Ending?
+    private var keepAtEnd = false
 
     init(records: @escaping () throws(GrantError) -> RunningSandboxes, app: AppID, view: FileSystemView, command: [[UInt8]]) {
         self.records = records
@@ -81,9 +84,22 @@ final class SandboxRegistration: @unchecked Sendable {
         if grants.isEmpty { end() } else { try write() }
     }
 
-    /// The sandbox ended: its record goes.
+    /// The launcher ends the sandbox because a revoked folder could not be
+    /// taken away: the record says why, and stays after the launcher exits
+    /// for `grants revoke` to read (it removes it). Best effort: the disk
+    /// may be full (the spare is used), and the sandbox ends either way.
+    /// Said once: what follows the first failure fails for the ending.
+    func ending(_ why: SandboxRecord.Ending) {
+        // The first reason is the one: a later try fails for the ending itself (the keeper is gone).
+        guard record != nil, endingWhy == nil else { return }
+        endingWhy = why
+        do { try write() } catch { return }
+        keepAtEnd = true
+    }
+
+    /// The sandbox ended: its record goes (unless it says why it ended).
     func end() {
-        if let record { folder?.remove(record.launcher) }
+        if let record, !keepAtEnd { folder?.remove(record.launcher) }
         record = nil
     }
 
@@ -98,7 +114,8 @@ final class SandboxRegistration: @unchecked Sendable {
         } else {
             do { launcher = try ProcessIdentity.current() } catch { throw .stateDirectory(step: "reading this launcher's start time (/proc/self/stat)", errno: error) }
         }
-        let next = SandboxRecord(launcher: launcher, app: app.rawValue, view: view, grants: grants, command: command)
+        var next = SandboxRecord(launcher: launcher, app: app.rawValue, view: view, grants: grants, command: command)
+        next.ending = endingWhy
         try folder!.write(next, spare: &spare)
         record = next
         // Made (again) after a write that found room: the first is made

@@ -56,6 +56,19 @@ public struct SandboxRecord: Sendable, Equatable {
     public var command: [[UInt8]]
     /// Arguments left out beyond the cap.
     public var omittedArguments: Int
+    /// Set when the launcher ends its sandbox because a revoked folder
+    /// could not be taken away: the record then stays after the launcher
+    /// exits, so that `grants revoke` can say why (it removes it).
+    public var ending: Ending?
+
+    /// Why a launcher ended its sandbox for a revocation.
+    public enum Ending: Sendable, Equatable {
+        /// The command held the folder (a descriptor or working directory
+        /// in it, a file open there), and a folder is never detached under it.
+        case held
+        /// Taking the folder away failed (the launcher's words).
+        case failed(String)
+    }
 
     /// The most bytes of the command line a record keeps.
     public static let commandLimit = 4096
@@ -83,10 +96,14 @@ public struct SandboxRecord: Sendable, Equatable {
     /// The file's name: unique to the launcher.
     var fileName: String { "\(launcher.pidNamespace)-\(launcher.pid)-\(launcher.startTime)" }
 
-    /// Version 2 says how each grant came and what revoking it does;
+    /// Version 3 may say why the launcher ended its sandbox ("ending");
+    /// version 2 says how each grant came and what revoking it does;
     /// version 1 said only "fixed" or "detachable" (see `decode`).
-    static let magic = "sandboxed-run-running 2"
+    static let magic = "sandboxed-run-running 3"
+    static let version2Magic = "sandboxed-run-running 2"
     static let olderMagic = "sandboxed-run-running 1"
+    /// The longest reason kept in an "ending" line.
+    static let endingLimit = 1024
 
     /// A grant line's words after the id, as format 1 wrote them: "fixed"
     /// was only ever a launch-time grant kept until the end; "detachable"
@@ -107,6 +124,11 @@ public struct SandboxRecord: Sendable, Equatable {
         for held in grants { lines.append("grant \(held.grant.hex) \(held.origin.rawValue) \(held.revocation.rawValue) \(Printable.hex(held.path.bytes))") }
         for argument in command { lines.append("arg \(Printable.hex(argument))") }
         if omittedArguments > 0 { lines.append("omitted \(omittedArguments)") }
+        switch ending {
+        case .held: lines.append("ending held")
+        case .failed(let reason): lines.append("ending failed \(Printable.hex(Array(reason.utf8.prefix(Self.endingLimit))))")
+        case nil: break
+        }
         lines.append("end")
         // Not `joined(separator:)`: its first use scans every conformance record of the binary, at a launch with a grant.
         var bytes: [UInt8] = []
@@ -123,7 +145,7 @@ public struct SandboxRecord: Sendable, Equatable {
         // pruned, instead of every `holders` and `revoke` failing on it
         // (every sandboxed-run the user runs shares the runtime folder).
         let older = lines.first == olderMagic
-        guard older || lines.first == magic else { return .failure(.init("does not start with \"\(magic)\"")) }
+        guard older || lines.first == magic || lines.first == version2Magic else { return .failure(.init("does not start with \"\(magic)\"")) }
         guard lines.count >= 2, lines[lines.count - 1].isEmpty, lines[lines.count - 2] == "end" else {
             return .failure(.init("does not end with an \"end\" line (cut short?)"))
         }
@@ -131,6 +153,7 @@ public struct SandboxRecord: Sendable, Equatable {
         var grants: [Held] = []
         var command: [[UInt8]] = []
         var commandBytes = 0
+        var ending: Ending?
         for (number, line) in lines[1..<(lines.count - 2)].enumerated() {
             let words = line.split(separator: " ", omittingEmptySubsequences: false).map(String.init)
             let at = "line \(number + 2)"
@@ -158,6 +181,15 @@ public struct SandboxRecord: Sendable, Equatable {
                 commandBytes += argument.count
                 guard commandBytes <= commandLimit else { return .failure(.init("a command line longer than \(commandLimit) bytes")) }
                 command.append(argument)
+            case "ending" where lines.first == magic:
+                guard ending == nil else { return .failure(.init("\(at): an ending line given twice")) }
+                if words == ["ending", "held"] {
+                    ending = .held
+                } else if words.count == 3, words[1] == "failed", let reason = Keyring.decodeHex(words[2]), reason.count <= endingLimit {
+                    ending = .failed(String(decoding: reason, as: UTF8.self))
+                } else {
+                    return .failure(.init("\(at): not an ending (held, or failed and a reason)"))
+                }
             default:
                 return .failure(.init("\(at): unknown"))
             }
@@ -185,6 +217,7 @@ public struct SandboxRecord: Sendable, Equatable {
             launcher: ProcessIdentity(boot: boot, pidNamespace: pidns, pid: pid, startTime: start), app: app, view: view, grants: grants,
             command: command)
         record.omittedArguments = omitted
+        record.ending = ending
         return .success(record)
     }
 
@@ -228,7 +261,14 @@ public struct RunningSandboxes: Sendable {
         public var stale = 0
         /// Records made in another pid namespace: nothing can be said of them from here.
         public var elsewhere: [SandboxRecord] = []
+        /// Records of launchers that ended (or are ending) their sandbox
+        /// for a revocation, saying why; not in `running`. Kept for
+        /// `grants revoke` to read, and removed when older than `endingKept`.
+        public var ending: [SandboxRecord] = []
     }
+
+    /// How long a record saying why its sandbox ended is kept after its launcher exited, unless `grants revoke` reads it first.
+    public static let endingKept: Int = 120
 
     private func folder(create: Bool) throws(GrantError) -> OwnedDescriptor? {
         let fd: OwnedDescriptor
@@ -328,8 +368,14 @@ public struct RunningSandboxes: Sendable {
             let state: ProcessIdentity.State
             do { state = try record.launcher.state() } catch { throw .stateDirectory(step: "checking the launcher of \(path)", errno: error) }
             switch state {
+            case .running where record.ending != nil: survey.ending.append(record)
             case .running: survey.running.append(record)
             case .elsewhere: survey.elsewhere.append(record)
+            case .gone where record.ending != nil:
+                survey.ending.append(record)
+                if prune, Int(time(nil)) - file.status.st_mtim.tv_sec > Self.endingKept {
+                    unlinkat(folder.rawValue, name, 0)
+                }
             case .gone:
                 survey.stale += 1
                 if prune { unlinkat(folder.rawValue, name, 0) }

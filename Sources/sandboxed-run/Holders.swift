@@ -171,7 +171,15 @@ struct RevokeReport {
             }
             return true
         }
-        let ended = cutting.filter { record in !survey.running.contains { $0.launcher == record.launcher } && exits(record) }
+        // Ended, and why: a launcher that could not take the folder away
+        // says so in its record before it ends its sandbox; a record gone
+        // without a word is a sandbox that ended on its own meanwhile.
+        let endedWhy = survey.ending.filter { record in cutting.contains { $0.launcher == record.launcher } }
+        let ended = cutting.filter { record in
+            !survey.running.contains { $0.launcher == record.launcher }
+                && (endedWhy.contains { $0.launcher == record.launcher } || exits(record))
+        }
+        func why(_ record: SandboxRecord) -> SandboxRecord.Ending? { endedWhy.first { $0.launcher == record.launcher }?.ending }
         let cut = cutting.filter { record in
             !ended.contains { $0.launcher == record.launcher }
                 && !survey.running.contains { $0.launcher == record.launcher && !holds($0, .takenAway).isEmpty }
@@ -183,13 +191,31 @@ struct RevokeReport {
         if !cut.isEmpty {
             print("cut in \(cut.count) running sandbox\(cut.count == 1 ? "" : "es") (private view): the launcher took the folder away, "
                 + "and every lookup in it fails (nothing in the sandbox held it):")
-            for record in cut { Holding.describe(record, grants: holdsBefore(record, in: cutting)).forEach { print($0) } }
+            for record in cut { describeCut(record, before: cutting, after: survey) }
         }
-        if !ended.isEmpty {
-            print("ended \(ended.count) running sandbox\(ended.count == 1 ? "" : "es") (private view) that still held the folder open "
+        let heldOpen = ended.filter { why($0) == .held }
+        let failed = ended.filter { if case .failed = why($0) { true } else { false } }
+        let gone = ended.filter { why($0) == nil }
+        if !heldOpen.isEmpty {
+            print("ended \(heldOpen.count) running sandbox\(heldOpen.count == 1 ? "" : "es") (private view) that still held the folder open "
                 + "(a descriptor or working directory in it, or a file open there): a folder is never taken away from under what the command holds:")
-            for record in ended { Holding.describe(record, grants: holdsBefore(record, in: cutting)).forEach { print($0) } }
+            for record in heldOpen { describeCut(record, before: cutting, after: nil) }
         }
+        if !failed.isEmpty {
+            print("ended \(failed.count) running sandbox\(failed.count == 1 ? "" : "es") (private view) whose launcher could not take the folder "
+                + "away, rather than leave the folder reachable:")
+            for record in failed {
+                describeCut(record, before: cutting, after: nil)
+                if case .failed(let reason) = why(record) { print("      why: " + Printable.message(reason)) }
+            }
+        }
+        if !gone.isEmpty {
+            print("\(gone.count) running sandbox\(gone.count == 1 ? "" : "es") ended meanwhile (its command exited, or its launcher was stopped): "
+                + "it no longer reaches the folder:")
+            for record in gone { describeCut(record, before: cutting, after: nil) }
+        }
+        // Read: its launcher has exited, or will without writing it again.
+        for record in endedWhy { running.remove(record.launcher) }
         let holders = kept + uncut.filter { record in !kept.contains { $0.launcher == record.launcher } }
         if !kept.isEmpty {
             print("still held by \(kept.count) running sandbox\(kept.count == 1 ? "" : "es"): a folder given at launch that is a Landlock rule "
@@ -232,5 +258,23 @@ struct RevokeReport {
 
     private func holdsBefore(_ record: SandboxRecord, in before: [SandboxRecord]) -> [SandboxRecord.Held] {
         before.first { $0.launcher == record.launcher }.map { holds($0, .takenAway) } ?? []
+    }
+
+    /// A sandbox's revoked grants, and the grants that went with them
+    /// unnamed (mounts of their own inside a revoked folder, taken away
+    /// first): those it held before and no longer holds (`after`: the
+    /// records now; nil when the sandbox ended, and every one went).
+    private func describeCut(_ record: SandboxRecord, before: [SandboxRecord], after: RunningSandboxes.Survey?) {
+        Holding.describe(record, grants: holdsBefore(record, in: before)).forEach { print($0) }
+        let earlier = before.first { $0.launcher == record.launcher }?.grants ?? []
+        let now = after?.running.first { $0.launcher == record.launcher }?.grants ?? []
+        let revoked = earlier.filter { named.contains($0.grant) }.map(\.path)
+        let along = earlier.filter { held in
+            !named.contains(held.grant) && held.revocation == .takenAway && !now.contains { $0.grant == held.grant }
+                && revoked.contains { held.path != $0 && held.path.starts(with: $0) }
+        }
+        guard !along.isEmpty, after != nil else { return }
+        print("      taken away with it (inside the revoked folder):")
+        along.forEach { print("      " + Holding.grantLine($0)) }
     }
 }

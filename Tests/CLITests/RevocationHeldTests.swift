@@ -185,6 +185,8 @@ extension LiveGrantsCLITests {
         process.waitUntilExit()
         #expect(process.terminationStatus == 0 && stdout == "inner\nouter-gone\ninner-gone\n", "\(process.terminationStatus) \(stdout) \(stderr)")
         #expect(revoked.stdout.contains("cut in 1 running sandbox"), "\(revoked)")
+        // The inner grant was not named, and went too: revoke says so.
+        #expect(revoked.stdout.contains("taken away with it (inside the revoked folder):") && revoked.stdout.contains(folder + "/sub"), "\(revoked)")
     }
 
     /// A folder with a host mount inside it (a USB disk beneath the vault)
@@ -253,5 +255,8 @@ extension LiveGrantsCLITests {
         #expect(!seen.contains("made-after-revoking"), "the command listed the revoked folder: \(seen)")
         #expect(process.terminationStatus == 125, "\(process.terminationStatus) \(revoked)")
         #expect(!revoked.stdout.contains("cut in 1"), "\(revoked)")
+        // Ended because the mount could not go, not because the command held the folder: revoke says which.
+        #expect(revoked.stdout.contains("whose launcher could not take the folder away") && revoked.stdout.contains("locked"), "\(revoked)")
+        #expect(!revoked.stdout.contains("still held the folder open"), "\(revoked)")
     }
 }

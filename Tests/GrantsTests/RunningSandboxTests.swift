@@ -64,17 +64,45 @@ import SystemPackage
             guard case .failure = SandboxRecord.decode(Array(bytes.prefix(cut))) else { Issue.record("a record cut at \(cut) was read"); continue }
         }
         let text = String(decoding: bytes, as: UTF8.self)
-        #expect(text.hasPrefix("sandboxed-run-running 2\n"), "\(text)")
+        #expect(text.hasPrefix("sandboxed-run-running 3\n"), "\(text)")
         #expect(text.contains("grant \(id.hex) launch taken-away "), "\(text)")
         // Nothing a launcher writes: an attached grant is always taken away.
         let impossible = text.replacingOccurrences(of: "attached taken-away", with: "attached kept-until-end")
         guard case .failure(let refused) = SandboxRecord.decode(Array(impossible.utf8)) else { Issue.record("an attached grant kept until the end was read"); return }
         #expect(refused.problem.contains("not a grant"), "\(refused.problem)")
         // Format 2's words in a format 1 record, and the reverse: refused.
-        let mixed = text.replacingOccurrences(of: "sandboxed-run-running 2", with: "sandboxed-run-running 1")
+        let mixed = text.replacingOccurrences(of: "sandboxed-run-running 3", with: "sandboxed-run-running 1")
         guard case .failure = SandboxRecord.decode(Array(mixed.utf8)) else { Issue.record("format 2 grants read as format 1"); return }
         let unrecorded = text.replacingOccurrences(of: "attached taken-away", with: "unrecorded taken-away")
         guard case .failure = SandboxRecord.decode(Array(unrecorded.utf8)) else { Issue.record("\"unrecorded\" read in format 2"); return }
+    }
+
+    /// Why a launcher ended its sandbox is read back exactly (a reason is
+    /// the launcher's words, with paths whose bytes the app chose), only in
+    /// format 3, once, and only as "held" or "failed" with a reason.
+    @Test func whyASandboxEndedIsReadBackExactly() throws {
+        let me = try ProcessIdentity.current()
+        var record = SandboxRecord(launcher: me, app: "com.example.memo", view: .private, grants: [], command: [[0x61]])
+        for ending in [SandboxRecord.Ending.held, .failed("detaching /vault/\u{1b}[2J\nx: Invalid argument"), nil] {
+            record.ending = ending
+            guard case .success(let decoded) = SandboxRecord.decode(record.encoded()) else { Issue.record("not read back: \(String(describing: ending))"); continue }
+            #expect(decoded == record)
+        }
+        record.ending = .held
+        let text = String(decoding: record.encoded(), as: UTF8.self)
+        #expect(text.contains("\nending held\n"), "\(text)")
+        for wrong in [text.replacingOccurrences(of: "ending held", with: "ending held\nending held"),
+                      text.replacingOccurrences(of: "ending held", with: "ending gone"),
+                      text.replacingOccurrences(of: "ending held", with: "ending failed zz"),
+                      text.replacingOccurrences(of: "ending held", with: "ending failed " + String(repeating: "41", count: SandboxRecord.endingLimit + 1)),
+                      text.replacingOccurrences(of: "sandboxed-run-running 3", with: "sandboxed-run-running 2")] {
+            guard case .failure = SandboxRecord.decode(Array(wrong.utf8)) else { Issue.record("read: \(wrong)"); continue }
+        }
+        // A format 2 record (the version before) is still read.
+        record.ending = nil
+        let older = String(decoding: record.encoded(), as: UTF8.self).replacingOccurrences(of: "sandboxed-run-running 3", with: "sandboxed-run-running 2")
+        guard case .success(let read) = SandboxRecord.decode(Array(older.utf8)) else { Issue.record("format 2 not read"); return }
+        #expect(read == record)
     }
 
     /// A record an earlier sandboxed-run wrote (format 1: "fixed" or

@@ -668,6 +668,9 @@ public enum LiveGrantAreaError: Error, Equatable, CustomStringConvertible, Senda
         case .held:
             "the command still holds the folder (a descriptor or working directory in it, or a file open there)"
         case .helperGone(let error): "the sandbox's grant helper did not answer (\(error)): the sandbox is ending"
+        case .failed(let step, let error) where error == .invalidArgument && step == LiveGrantArea.describe(step: Int32(CSB_GRANT_STEP_DETACH.rawValue)):
+            "\(step) failed: \(error): the kernel refuses to unmount a mount locked in the sandbox's user namespace "
+                + "(most often a mount of the host's that lies inside the folder, copied with it)"
         case .failed(let step, let error): "\(step) failed: \(error)"
         }
     }
