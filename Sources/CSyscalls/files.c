@@ -61,6 +61,15 @@ int csb_set_no_copy_on_write(int fd) {
     return ioctl(fd, FS_IOC_SETFLAGS, &flags);
 }
 
+void *csb_mmap_allocated(void *address, size_t length, int protection, int flags, int fd, off_t offset) {
+    if ((protection & PROT_WRITE) && (flags & MAP_SHARED) && fd >= 0) {
+        int result;
+        do result = fallocate(fd, FALLOC_FL_KEEP_SIZE, offset, (off_t)length); while (result != 0 && errno == EINTR);
+        if (result != 0 && errno != EOPNOTSUPP && errno != ENOSYS) return MAP_FAILED;
+    }
+    return mmap(address, length, protection, flags, fd, offset);
+}
+
 int csb_chown_fd(int fd, uint32_t uid, uint32_t gid) {
     return fchownat(fd, "", (uid_t)uid, (gid_t)gid, AT_EMPTY_PATH);
 }

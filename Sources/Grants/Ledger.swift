@@ -1,5 +1,6 @@
 @preconcurrency import Glibc
 import CSQLite
+import CSyscalls
 import Sandbox
 import SystemPackage
 
@@ -90,8 +91,9 @@ final class Ledger {
             }
             if probe.code != SQLITE_OK {
                 let message = String(cString: sqlite3_errmsg(opened))
+                let full = Self.lacksSpace(opened!, probe.code)
                 sqlite3_close_v2(opened)
-                throw Self.explain(probe.code, message: message, path: path, state: state, folderPath: folderPath, access: access)
+                throw Self.explain(probe.code, message: message, full: full, path: path, state: state, folderPath: folderPath, access: access)
             }
             break
         }
@@ -120,7 +122,35 @@ final class Ledger {
         sqlite3_close_v2(database)
     }
 
+    /// SQLite maps the -shm (the WAL index) shared and writes it through the
+    /// mapping. It grows that file by writing one byte at the end of each
+    /// 4 KiB page: where blocks are smaller (ext4 of 1 KiB blocks, what
+    /// mkfs.ext4 makes under 512 MB) each page keeps holes, and the first
+    /// write into one on a full disk raises SIGBUS, killing `revoke`,
+    /// `resolve` or a launcher. So SQLite's `mmap` is replaced, once in the
+    /// process and before its first connection, by one that gives a writable
+    /// mapping its blocks first (`csb_mmap_allocated`); on a full disk the
+    /// mapping fails instead, SQLITE_IOERR_SHMMAP with ENOSPC (`lacksSpace`:
+    /// a reader takes the snapshot, a revocation the reserve). This keeps WAL
+    /// and its locking as they are for every process: a launcher that keeps
+    /// the ledger open mapped it while there was room, so a revoke then finds
+    /// every page backed. Not chosen: sizing the -shm ahead (SQLite's first
+    /// connection cuts it to 3 bytes, its last removes it); `locking_mode =
+    /// EXCLUSIVE` (no -shm, but one connection at a time: a revoke would wait
+    /// on every running launcher); another `journal_mode` (a change of the
+    /// file for every version, readers and writers waiting on each other);
+    /// `mmap_size = 0` (the database file's mapping only, 0 already).
+    private static let allocatingSharedMemory: GrantError? = {
+        guard let vfs = sqlite3_vfs_find(nil), let set = vfs.pointee.xSetSystemCall else {
+            return .ledger("this SQLite has no default VFS whose system calls can be set: its -shm could not be kept from SIGBUS on a full disk")
+        }
+        let map: @convention(c) (UnsafeMutableRawPointer?, Int, CInt, CInt, CInt, off_t) -> UnsafeMutableRawPointer? = csb_mmap_allocated
+        let code = set(vfs, "mmap", unsafeBitCast(map, to: sqlite3_syscall_ptr.self))
+        return code == SQLITE_OK ? nil : .ledger("this SQLite's VFS does not let its mmap be set (SQLite code \(code)): its -shm could not be kept from SIGBUS on a full disk")
+    }()
+
     private static func open(_ canonical: String, shown: String, access: Access, immutable: Bool) throws(GrantError) -> OpaquePointer {
+        if let error = allocatingSharedMemory { throw error }
         var handle: OpaquePointer?
         let mode = access == .readWrite ? SQLITE_OPEN_READWRITE : SQLITE_OPEN_READONLY
         let flags = mode | SQLITE_OPEN_NOFOLLOW | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_URI
@@ -164,7 +194,11 @@ final class Ledger {
     }
 
     /// An SQLite failure to open, said as what it means for the user.
-    private static func explain(_ code: Int32, message: String, path: String, state: StateDirectory, folderPath: String, access: Access) -> GrantError {
+    private static func explain(_ code: Int32, message: String, full: Bool, path: String, state: StateDirectory, folderPath: String, access: Access) -> GrantError {
+        if full {
+            let said = "database or disk is full"
+            return .ledger("opening \(path): \(message == said ? said : said + " (\(message), SQLite code \(code))")")
+        }
         if access == .readWrite, code & 0xFF == SQLITE_READONLY || code & 0xFF == SQLITE_CANTOPEN,
            Glibc.access(folderPath, W_OK) != 0 || Glibc.access(folderPath + "/" + fileName, W_OK) != 0 {
             return .readOnlyState(path: state.path, needed: "this command")

@@ -161,6 +161,104 @@ import Testing
         #expect(outcome.file("ledger-revoked").trimmingCharacters(in: .whitespacesAndNewlines) == "32", "\(outcome.file("ledger-revoked"))")
     }
 
+    /// SQLite grows the ledger's -shm a byte at the end of each 4 KiB page and
+    /// writes it through a shared mapping: on ext4 of 1 KiB blocks a page kept
+    /// holes, and on a disk with a few blocks left (enough for those bytes, or
+    /// for a frame of the -wal, not for the rest) the first write into a hole
+    /// raised SIGBUS: `revoke` and `resolve` exited 135, as root (no blocks
+    /// reserved) and as uid 65534, with no launcher holding the ledger or
+    /// with one (which mapped it while there was room). Here the command's
+    /// part is played by a fill that leaves exactly k blocks, for each k, and
+    /// every revoke and resolve must complete. On bfc715c every row had
+    /// revokes killed by SIGBUS (k = 8 to 32 without a launcher, resolve too;
+    /// k = 4 to 24 with one).
+    @Test(.enabled(if: canLoop, "needs root, loop devices and mkfs.ext4"),
+          arguments: [("root", "none"), ("nobody", "none"), ("root", "launcher"), ("nobody", "launcher")])
+    func aFewBlocksLeftNeverKillTheRevocation(_ user: String, _ holder: String) throws {
+        let scratch = "/var/tmp/sandboxed-run-fewblocks-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o755])
+        defer { try? FileManager.default.removeItem(atPath: scratch) }
+        try Self.fewBlocksScript.write(toFile: scratch + "/row.sh", atomically: true, encoding: .utf8)
+        let result = try CLI.program("/usr/bin/unshare", ["-m", "--propagation", "private", "/bin/bash", scratch + "/row.sh", scratch, CLI.binary, user, holder])
+        let outcome = Outcome(scratch: scratch, log: result.stdout + result.stderr)
+        try #require(outcome.code("setup.code") == 0, "the setup failed: \(outcome.log)")
+        // k, the blocks df said were free, revoke's status, resolve's status.
+        let rows = outcome.file("results").split(separator: "\n").map { $0.split(separator: " ").map(String.init) }
+        #expect(rows.count == Self.fewBlocks.count, "\(outcome.log)\n\(outcome.file("results"))")
+        for row in rows where row.count == 4 {
+            let k = row[0]
+            #expect(row[1] == k, "k = \(k): df said \(row[1]) blocks were free")
+            #expect(row[2] == "0", "k = \(k): revoke exited \(row[2]): \(outcome.file("revoke-\(k).out"))\(outcome.file("revoke-\(k).err"))")
+            #expect(row[3] == "13", "k = \(k): resolve exited \(row[3]) (13: revoked): \(outcome.file("resolve-\(k).out"))")
+            // Into the ledger, or held in the reserve for want of space: either way said plainly.
+            let err = outcome.file("revoke-\(k).err")
+            #expect(err.isEmpty || err.contains("database or disk is full") && err.contains("The revocation is held instead in"), "k = \(k): \(err)")
+        }
+        // Once there is room, every revocation is in the ledger.
+        #expect(outcome.file("list.err").isEmpty, "\(outcome.file("list.err"))")
+        #expect(outcome.file("ledger-revoked").trimmingCharacters(in: .whitespacesAndNewlines) == "\(Self.fewBlocks.count)", "\(outcome.file("ledger-revoked"))")
+    }
+
+    static let fewBlocks = [0, 1, 2, 4, 6, 8, 10, 12, 16, 20, 24, 32, 48]
+
+    /// $1 scratch, $2 binary, $3 root|nobody, $4 none|launcher.
+    static let fewBlocksScript = #"""
+        set -u
+        S=$1 B=$2 WHO=$3 HOLDER=$4
+        R=$S
+        echo 1 > $R/setup.code
+        mkdir -p $S/disk $S/run
+        # Blocks of 1 KiB (smaller than a page), none reserved for root: root fills it too.
+        truncate -s 32M $S/disk.img && /usr/sbin/mkfs.ext4 -q -F -b 1024 -m 0 $S/disk.img && mount -o loop $S/disk.img $S/disk && chmod 755 $S/disk || exit 90
+        as=()
+        if [ $WHO = nobody ]; then
+            chown 65534:65534 $S/disk $S/run
+            as=(setpriv --reuid=65534 --regid=65534 --clear-groups)
+        fi
+        as() { "${as[@]}" "$@"; }
+        export HOME=$S/disk/home XDG_STATE_HOME=$S/disk/state XDG_DATA_HOME=$S/disk/data XDG_RUNTIME_DIR=$S/run PATH=/usr/bin:/bin LANG=C.UTF-8
+        sandbox=
+        stop() { [ -n "$sandbox" ] && { kill -9 $sandbox; wait $sandbox; } 2>/dev/null; sandbox=; }
+        trap 'stop; umount -l $S/disk' EXIT
+        A=com.example.fewblocks
+        as mkdir -p $HOME/held && as chmod 700 $XDG_RUNTIME_DIR || exit 91
+        as $B pick --app $A --select $HOME/held -o $HOME/held.bookmark >/dev/null || exit 92
+        C=$(as $B run --app $A -- /bin/sh -c 'echo $SANDBOX_CONTAINER') && as cp $HOME/held.bookmark $C/ || exit 93
+        echo 0 > $R/setup.code
+        for k in \#(fewBlocks.map(String.init).joined(separator: " ")); do
+            as rm -f $HOME/fill $HOME/fill-*
+            # A grant to revoke, made while there is room (the last connection then removes -wal and -shm).
+            as mkdir $HOME/f$k && as $B pick --app $A --select $HOME/f$k -o $HOME/f$k.bookmark >/dev/null || { echo "$k pick failed" >> $R/results; continue; }
+            if [ $HOLDER = launcher ]; then
+                # A sandbox with a live grant: its launcher opens the ledger now, with room, and keeps it open.
+                rm -f $R/holder.out
+                "${as[@]}" $B run --app $A -- /bin/sh -c '"$SANDBOXED_RUN" start-accessing "$SANDBOX_CONTAINER/held.bookmark" >/dev/null && echo ready; exec sleep 600'                     < /dev/null > $R/holder.out 2>> $R/holder.err &
+                sandbox=$!
+                for i in $(seq 1 200); do grep -q ready $R/holder.out 2>/dev/null && break; sleep 0.05; done
+                grep -q ready $R/holder.out || { echo "$k the holder did not start" >> $R/results; stop; continue; }
+            fi
+            # Full to the last block (what writeback gives back taken too), then k blocks freed.
+            as sh -c "head -c 64000000 /dev/zero > $HOME/fill" 2>/dev/null
+            for round in 1 2 3; do
+                sync -f $S/disk
+                i=0; while as sh -c "head -c 1024 /dev/zero > $HOME/fill-$round-$i" 2>/dev/null; do i=$((i+1)); done
+            done
+            [ $k -gt 0 ] && as truncate -s -${k}K $HOME/fill
+            sync -f $S/disk
+            free=$(df --output=avail -B1024 $S/disk | tail -1 | tr -d ' ')
+            as $B grants revoke --folder $HOME/f$k --keep-holders > $R/revoke-$k.out 2> $R/revoke-$k.err; revoked=$?
+            as $B resolve --app $A $HOME/f$k.bookmark > $R/resolve-$k.out 2>&1; resolved=$?
+            echo "$k $free $revoked $resolved" >> $R/results
+            stop
+        done
+        as rm -f $HOME/fill $HOME/fill-*
+        # With room, a write of the ledger takes in what the reserve holds (this one revokes nothing new).
+        as $B grants revoke --folder $HOME/f0 > $R/after.out 2> $R/after.err
+        as $B grants list --json > $R/list.out 2> $R/list.err
+        python3 -c 'import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute("select count(*) from grants where revoked is not null").fetchone()[0])' \
+            $XDG_STATE_HOME/sandboxed-run/ledger.sqlite > $R/ledger-revoked 2>&1
+        """#
+
     /// $1 scratch, $2 binary, $3 root|nobody, $4 mode, $5 apart|same, $6 tmpfs|ext4|btrfs.
     static let script = #"""
         set -u

@@ -82,6 +82,15 @@ int csb_utimens_fd(int fd, const int64_t *_Nullable times_sec_nsec);
 /// blocks are then overwritten in place, not copied. -1 with errno where
 /// the filesystem has no such flag (ENOTTY, EOPNOTSUPP, EINVAL).
 int csb_set_no_copy_on_write(int fd);
+/// `mmap(2)` that, for a writable shared mapping of a file, first gives the
+/// file real blocks under the whole range (`fallocate(2)`, keeping its size):
+/// a write through the mapping into a hole needs a block then, and where the
+/// disk has none the kernel can only raise SIGBUS. MAP_FAILED with errno
+/// (ENOSPC, EDQUOT...) when they cannot be had; a filesystem without
+/// fallocate (EOPNOTSUPP) is mapped as it is. Installed as SQLite's `mmap`
+/// (see `Ledger`), which maps the -shm through it; it retries EINTR itself,
+/// since SQLite does not.
+void *_Nullable csb_mmap_allocated(void *_Nullable address, size_t length, int protection, int flags, int fd, off_t offset);
 /// `setxattr(2)` / `removexattr(2)` through `/proc/self/fd/N`.
 int csb_setxattr_fd(int fd, const char *name, const void *_Nullable value, size_t size, int flags);
 int csb_removexattr_fd(int fd, const char *name);
