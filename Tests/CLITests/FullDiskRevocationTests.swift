@@ -7,7 +7,7 @@ import Testing
 /// failed: database or disk is full", exited 125 and revoked nothing, while
 /// the command went on reading the folder. Each row builds a 40 MB tmpfs in
 /// a mount namespace of its own (`unshare -m`), puts home, state and
-/// containers on it (and in some rows the runtime folder), lets the command
+/// containers on it (the records of running sandboxes too), lets the command
 /// attach or get a folder and then write `Documents/fill` until ENOSPC, and
 /// revokes: as root, and as uid 65534 (the tmpfs chowned to it), who has no
 /// reserved blocks anywhere. On e593dde every row fails.
@@ -22,19 +22,16 @@ import Testing
         /// private view), host (`run --grant --view host`), two (two live
         /// grants, one revoked), full (the reserve full), missing (no reserve).
         let mode: String
-        /// Where the records of running sandboxes are: apart (their own
-        /// folder, as /run/user is) or same (on the full disk: the fallback).
-        var runtime = "apart"
         /// The full disk: tmpfs, or a loop-mounted ext4 or btrfs image (300 MB).
         var filesystem = "tmpfs"
-        var testDescription: String { "\(user) \(mode) runtime \(runtime) on \(filesystem)" }
+        var testDescription: String { "\(user) \(mode) on \(filesystem)" }
     }
 
     static let rows: [Row] = [
         Row(user: "root", mode: "live"), Row(user: "nobody", mode: "live"),
         Row(user: "root", mode: "launch"), Row(user: "nobody", mode: "launch"),
         Row(user: "root", mode: "host"), Row(user: "nobody", mode: "host"),
-        Row(user: "nobody", mode: "two", runtime: "same"), Row(user: "root", mode: "two", runtime: "same"),
+        Row(user: "nobody", mode: "two"), Row(user: "root", mode: "two"),
     ]
     /// ext4 overwrites in place; btrfs copies on write unless a file is NOCOW.
     static let loopRows: [Row] = [
@@ -62,7 +59,7 @@ import Testing
         try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o755])
         try Self.script.write(toFile: scratch + "/row.sh", atomically: true, encoding: .utf8)
         let result = try CLI.program("/usr/bin/unshare", ["-m", "--propagation", "private", "/bin/bash", scratch + "/row.sh",
-                                                          scratch, CLI.binary, row.user, row.mode, row.runtime, row.filesystem])
+                                                          scratch, CLI.binary, row.user, row.mode, row.filesystem])
         return Outcome(scratch: scratch, log: result.stdout + result.stderr)
     }
 
@@ -90,7 +87,10 @@ import Testing
         // On btrfs the state folder is NOCOW (RevocationReserve.writeInPlace): the ledger's pages may be
         // overwritten in place, so the ledger itself may take the revocation on the full disk (when
         // SQLite needs no new page); then nothing is held in the reserve, and nothing says it is.
-        let inPlace = row.filesystem == "btrfs" && err.isEmpty
+        // Elsewhere a page or two may come free after the command filled the disk (its own
+        // process exiting), and the ledger may then take it too: correct, and said the same way
+        // (nothing on stderr; the ledger's own count is checked below). Seen in a helper's run on tmpfs.
+        let inPlace = err.isEmpty
         if !inPlace {
             #expect(err.contains("the ledger could not be written (the grant ledger failed: database or disk is full)"), "\(outcome.describe)")
             #expect(err.contains("The revocation is held instead in \(outcome.scratch)/disk/state/sandboxed-run/revocations"), "\(outcome.describe)")
@@ -259,10 +259,10 @@ import Testing
             $XDG_STATE_HOME/sandboxed-run/ledger.sqlite > $R/ledger-revoked 2>&1
         """#
 
-    /// $1 scratch, $2 binary, $3 root|nobody, $4 mode, $5 apart|same, $6 tmpfs|ext4|btrfs.
+    /// $1 scratch, $2 binary, $3 root|nobody, $4 mode, $5 tmpfs|ext4|btrfs.
     static let script = #"""
         set -u
-        S=$1 B=$2 WHO=$3 MODE=$4 RT=$5 FS=$6
+        S=$1 B=$2 WHO=$3 MODE=$4 FS=$5
         R=$S  # results, on the ordinary disk
         echo 1 > $R/setup.code
         mkdir -p $S/disk $S/run
@@ -280,7 +280,7 @@ import Testing
         fi
         as() { "${as[@]}" "$@"; }
         export HOME=$S/disk/home XDG_STATE_HOME=$S/disk/state XDG_DATA_HOME=$S/disk/data PATH=/usr/bin:/bin LANG=C.UTF-8
-        if [ $RT = same ]; then export XDG_RUNTIME_DIR=$S/disk/run; else export XDG_RUNTIME_DIR=$S/run; fi
+        export XDG_RUNTIME_DIR=$S/run  # unused: records are kept in the state folder, on the full disk
         sandbox=
         finish() {
             [ -n "$sandbox" ] && { kill -9 $sandbox; wait $sandbox; } 2>/dev/null

@@ -193,6 +193,40 @@ extension LiveGrantsCLITests {
         #expect(revoked.stdout.contains("taken away with it (inside the revoked folder):") && revoked.stdout.contains(folder + "/sub"), "\(revoked)")
     }
 
+    /// A command that holds nothing and exits as soon as its folder is cut
+    /// (as a command that notices the cut does): revoke said it "still held
+    /// the folder open" and was ended (attack review of #30, 3 of 3 runs),
+    /// since any sandbox whose record was gone counted as held. It was cut,
+    /// or it ended on its own: revoke says one of those, never "held".
+    @Test(arguments: [false, true])
+    func aCommandThatExitsWhenCutIsNeverSaidToHaveHeldTheFolder(launchTime: Bool) throws {
+        #expect(FileManager.default.createFile(atPath: folder + "/s.txt", contents: Data("s\n".utf8)))
+        let box = try container()
+        let id = try pickInto(box + "/b")
+        let access = launchTime ? #"p="$SANDBOX_GRANT_B""# : #"p=$("$SANDBOXED_RUN" start-accessing "$SANDBOX_CONTAINER/b") || exit 9"#
+        let script = access + #"""
+
+            : > "$SANDBOX_CONTAINER/ready"
+            while [ $SECONDS -lt 20 ] && [ -e "$p/s.txt" ]; do sleep 0.01; done
+            echo cut
+            """#
+        let (process, out, _) = try CLI.start(["run", "--app", Self.app, "--view", "private"] + (launchTime ? ["--grant", "B=" + box + "/b"] : [])
+                                              + ["--", "/bin/bash", "-c", script], home: home)
+        var waited = 0
+        while !FileManager.default.fileExists(atPath: box + "/ready") && process.isRunning && waited < 400 {
+            usleep(50_000)
+            waited += 1
+        }
+        usleep(200_000)
+        let revoked = try CLI.run(["grants", "revoke", "--grant", id], home: home)
+        let stdout = String(decoding: try out.fileHandleForReading.readToEnd() ?? Data(), as: UTF8.self)
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0 && stdout == "cut\n", "\(process.terminationStatus) \(stdout)")
+        #expect(revoked.status == 0, "\(revoked)")
+        #expect(revoked.stdout.contains("cut in 1 running sandbox") || revoked.stdout.contains("1 running sandbox ended meanwhile"), "\(revoked)")
+        #expect(!revoked.stdout.contains("held the folder open") && !revoked.stdout.contains("could not take"), "\(revoked)")
+    }
+
     /// A folder with a host mount inside it (a USB disk beneath the vault)
     /// is attached with that mount; stopping it takes both away, rather
     /// than counting the inner mount as something the command holds.
