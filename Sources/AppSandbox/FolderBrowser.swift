@@ -269,58 +269,249 @@ public struct FolderBrowser {
 
     /// Turns bytes read from a terminal into keys: arrows (`ESC [ A`, and
     /// `ESC O A` in cursor-key mode), Enter (CR or LF), Space, Esc, the
-    /// interrupt key and Ctrl-D (cancel); other sequences are dropped.
+    /// interrupt key and Ctrl-D (cancel), and printable characters.
+    ///
+    /// Everything else a terminal sends is parsed as ECMA-48 says and
+    /// dropped whole, never read as keys: control sequences (CSI: parameters,
+    /// intermediates, a final byte), SS3, other escape sequences (ESC,
+    /// intermediates, a final byte), the strings of OSC, DCS, APC, PM and SOS
+    /// (up to ST, `ESC \`, or for OSC also BEL; CAN and SUB abort them), the
+    /// 8-bit C1 forms of all of these (raw, or encoded in UTF-8), mouse
+    /// reports (X10 `ESC [ M` and three bytes, SGR `ESC [ < … M/m`, urxvt
+    /// `ESC [ n;n;n M`) and bracketed pastes. A terminal's reply (an OSC 52
+    /// clipboard, a kitty graphics answer) may come long after the command
+    /// asked for it, while the question takes keys: so a read that holds any
+    /// part of a string, a mouse report or a paste, or that goes on with a
+    /// sequence an earlier read began, gives no keys at all. A person's keys
+    /// come one sequence at a time.
     public struct Keys {
-        private var pending: [UInt8] = []
         let interrupt: UInt8
 
         public init(interrupt: UInt8 = 0x03) { self.interrupt = interrupt }
 
-        /// An escape sequence is incomplete: when nothing follows in a
-        /// moment (`escapeWait` ms), `flush` makes it a lone Esc.
-        public var waiting: Bool { !pending.isEmpty }
+        enum State: Equatable {
+            case ground
+            /// After ESC (or ESC and intermediates).
+            case escape(intermediates: Bool)
+            /// In a control sequence: what came so far (bounded), for the final byte to judge.
+            case csi
+            /// After SS3: the next byte is the last.
+            case ss3
+            /// In a string (OSC when `bellEnds`); `escape`: an ESC came, `\` would end it.
+            case string(bellEnds: Bool, escape: Bool)
+            /// An X10 mouse report: this many bytes still to come.
+            case mouse(left: Int)
+        }
+        private(set) var state = State.ground
+        /// The parameters and intermediates of the control sequence under way (the first few).
+        private var sequence: [UInt8] = []
+        private var sequenceLength = 0
+        /// Inside a bracketed paste (`CSI 200 ~` … `CSI 201 ~`): nothing is a key until it ends.
+        private var pasting = false
+        /// The byte before was 0xC2, the lead byte of a C1 control encoded in UTF-8 (U+0080–U+009F).
+        private var afterC2 = false
+        /// Bytes of a multi-byte UTF-8 character still to come (not C1 controls).
+        private var continuation = 0
+
+        /// An Esc came alone so far: when nothing follows in a moment
+        /// (`escapeWait` ms), `flush` makes it the Esc key.
+        public var waiting: Bool { state == .escape(intermediates: false) || state == .string(bellEnds: true, escape: true)
+            || state == .string(bellEnds: false, escape: true) }
         public static let escapeWait: CInt = 50
 
         public mutating func feed(_ bytes: [UInt8]) -> [Key] {
             var keys: [Key] = []
+            // A read that goes on with what an earlier one began is a terminal's, not a person's.
+            var reply = (state != .ground && state != .escape(intermediates: false)) || pasting
             for byte in bytes {
-                if pending.isEmpty {
-                    switch byte {
-                    case 0x1B: pending = [byte]
-                    case 0x0D, 0x0A: keys.append(.enter)
-                    case 0x20: keys.append(.space)
-                    case interrupt, 0x03, 0x04: keys.append(.interrupt)
-                    default: keys.append(.character(byte))
-                    }
-                    continue
-                }
-                pending.append(byte)
-                if pending.count == 2 {
-                    // ESC then anything but [ or O: Alt and a key, dropped.
-                    if byte != UInt8(ascii: "[") && byte != UInt8(ascii: "O") { pending = [] }
-                    continue
-                }
-                // A final byte ends the sequence; parameters and intermediates go on (bounded).
-                guard (0x40...0x7E).contains(byte) else {
-                    if pending.count > 32 { pending = [] }
-                    continue
-                }
-                switch byte {
-                case UInt8(ascii: "A"): keys.append(.up)
-                case UInt8(ascii: "B"): keys.append(.down)
-                case UInt8(ascii: "C"): keys.append(.right)
-                case UInt8(ascii: "D"): keys.append(.left)
-                default: break
-                }
-                pending = []
+                if let key = step(byte, reply: &reply) { keys.append(key) }
             }
-            return keys
+            return reply || pasting ? keys.filter { $0 == .interrupt } : keys
         }
 
-        /// Nothing followed: a lone Esc, or an incomplete sequence dropped.
+        /// One byte. `reply`: set when it belongs to a terminal's reply (a string, a mouse report, a paste).
+        private mutating func step(_ byte: UInt8, reply: inout Bool) -> Key? {
+            // The interrupt key always cancels: the way out of whatever a broken terminal left open.
+            if byte == interrupt || (state == .ground && (byte == 0x03 || byte == 0x04)) {
+                (state, afterC2, continuation) = (.ground, false, 0)
+                return .interrupt
+            }
+            switch state {
+            case .string: reply = true
+            case .mouse(let left):
+                // Coordinates are bytes of any value (or UTF-8 characters, mode 1005: the rest is in the same read).
+                reply = true
+                state = left > 1 ? .mouse(left: left - 1) : .ground
+                (afterC2, continuation) = (false, 0)
+                return nil
+            default: break
+            }
+            // 8-bit C1 controls: raw (not inside a UTF-8 character) or encoded in UTF-8 (C2 80–C2 9F).
+            let wasC2 = afterC2
+            afterC2 = false
+            if (0x80...0x9F).contains(byte) && (wasC2 || continuation == 0) {
+                continuation = 0
+                return control(byte, reply: &reply)
+            }
+            if continuation > 0, (0x80...0xBF).contains(byte) {
+                continuation -= 1
+            } else {
+                switch byte {
+                case 0xC2: (continuation, afterC2) = (0, true)
+                case 0xC3...0xDF: continuation = 1
+                case 0xE0...0xEF: continuation = 2
+                case 0xF0...0xF4: continuation = 3
+                default: continuation = 0
+                }
+            }
+            // CAN and SUB abort any sequence or string.
+            if byte == 0x18 || byte == 0x1A {
+                state = .ground
+                return nil
+            }
+            switch state {
+            case .ground:
+                switch byte {
+                case 0x1B: state = .escape(intermediates: false)
+                case 0x0D, 0x0A: return pasting ? nil : .enter
+                case 0x20: return pasting ? nil : .space
+                case 0xC2: return nil
+                default: return pasting ? nil : .character(byte)
+                }
+            case .escape(let intermediates):
+                return escaped(byte, intermediates: intermediates, reply: &reply)
+            case .csi:
+                switch byte {
+                case 0x1B: state = .escape(intermediates: false)
+                case 0x20...0x3F:
+                    sequenceLength += 1
+                    if sequence.count < 16 { sequence.append(byte) }
+                case 0x40...0x7E:
+                    state = .ground
+                    return finish(byte, reply: &reply)
+                default: break  // C0 controls are executed (here: dropped), DEL and GR bytes ignored
+                }
+            case .ss3:
+                switch byte {
+                case 0x1B: state = .escape(intermediates: false)
+                case 0x00...0x1F: break
+                default:
+                    state = .ground
+                    if pasting { return nil }
+                    switch byte {
+                    case UInt8(ascii: "A"): return .up
+                    case UInt8(ascii: "B"): return .down
+                    case UInt8(ascii: "C"): return .right
+                    case UInt8(ascii: "D"): return .left
+                    default: return nil
+                    }
+                }
+            case .string(let bellEnds, let escape):
+                if escape {
+                    // ST (`ESC \\`) ends the string; ESC and anything else aborts it and begins an escape sequence.
+                    state = .ground
+                    if byte != UInt8(ascii: "\\") {
+                        state = .escape(intermediates: false)
+                        return escaped(byte, intermediates: false, reply: &reply)
+                    }
+                } else if byte == 0x1B {
+                    state = .string(bellEnds: bellEnds, escape: true)
+                } else if byte == 0x07 && bellEnds {
+                    state = .ground
+                }
+            case .mouse:
+                break
+            }
+            return nil
+        }
+
+        /// A byte after ESC (and intermediates, 0x20–0x2F).
+        private mutating func escaped(_ byte: UInt8, intermediates: Bool, reply: inout Bool) -> Key? {
+            switch byte {
+            case 0x1B: state = .escape(intermediates: false)
+            case 0x20...0x2F: state = .escape(intermediates: true)
+            case 0x00...0x1F: break  // C0 controls inside are executed (here: dropped)
+            case 0x40...0x5F where !intermediates:
+                // The 7-bit form of a C1 control: CSI, SS3, the strings, ST.
+                state = .ground
+                return control(byte + 0x40, reply: &reply)
+            default:
+                // Another final byte (Alt and a key, or a terminal's escape sequence): dropped.
+                state = .ground
+            }
+            return nil
+        }
+
+        /// A C1 control (8-bit, or ESC and its 7-bit form): what it begins.
+        private mutating func control(_ c1: UInt8, reply: inout Bool) -> Key? {
+            switch c1 {
+            case 0x9B:  // CSI
+                state = .csi
+                sequence = []
+                sequenceLength = 0
+            case 0x8F: state = .ss3  // SS3
+            case 0x9D: state = .string(bellEnds: true, escape: false)  // OSC
+            case 0x90, 0x98, 0x9E, 0x9F: state = .string(bellEnds: false, escape: false)  // DCS, SOS, PM, APC
+            case 0x9C: state = .ground  // ST: ends a string (8-bit), or nothing
+            default:
+                // ESC and another final byte (Alt and a key, or a terminal's
+                // escape sequence), or a C1 control that begins nothing: dropped.
+                state = .ground
+            }
+            return nil
+        }
+
+        /// The final byte of a control sequence: an arrow, or dropped.
+        private mutating func finish(_ final: UInt8, reply: inout Bool) -> Key? {
+            let parameters = sequence
+            let length = sequenceLength
+            sequence = []
+            sequenceLength = 0
+            // Mouse reports: X10 (`CSI M` and three bytes), SGR (`CSI < … M/m`), urxvt (`CSI n;n;n M`).
+            if final == UInt8(ascii: "M") && length == 0 {
+                reply = true
+                state = .mouse(left: 3)
+                return nil
+            }
+            if final == UInt8(ascii: "M") || (final == UInt8(ascii: "m") && parameters.first == UInt8(ascii: "<")) {
+                reply = true
+                return nil
+            }
+            if final == UInt8(ascii: "~") {
+                if parameters == Array("200".utf8) { pasting = true; reply = true }
+                if parameters == Array("201".utf8) { pasting = false; reply = true }
+                return nil
+            }
+            // Private markers and intermediates, and the finals of reports
+            // (cursor position, device attributes and status, modes, window): a terminal's reply.
+            let plain = length == parameters.count && parameters.allSatisfy { (0x30...0x3B).contains($0) && $0 != 0x3A }
+            if !plain || Array("cnRtxy".utf8).contains(final) {
+                reply = true
+                return nil
+            }
+            // Arrows, with no parameters or a modifier (`CSI 1 ; 5 A`).
+            guard !pasting else { return nil }
+            switch final {
+            case UInt8(ascii: "A"): return .up
+            case UInt8(ascii: "B"): return .down
+            case UInt8(ascii: "C"): return .right
+            case UInt8(ascii: "D"): return .left
+            default: return nil
+            }
+        }
+
+        /// Nothing followed for `escapeWait` ms: a lone Esc (also one
+        /// inside a string left open: the person's way out) is Esc, and
+        /// cancels. A sequence or string under way stays under way:
+        /// a reply can arrive in parts, slowly, and its rest is no key either.
         public mutating func flush() -> [Key] {
-            defer { pending = [] }
-            return pending == [0x1B] ? [.escape] : []
+            switch state {
+            case .escape(intermediates: false), .string(_, escape: true):
+                state = .ground
+                return [.escape]
+            default:
+                return []
+            }
         }
     }
 

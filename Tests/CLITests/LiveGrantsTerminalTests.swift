@@ -543,6 +543,28 @@ struct EmulatedKeyboard {
         #expect(process.terminationStatus == 0 && stdout == "second 1\n", "\(stdout)")
     }
 
+    /// A terminal's reply that comes while the question takes keys (the
+    /// command asked for the clipboard, OSC 52, before it asked for a folder,
+    /// and the terminal asked the person first) is not read as keys: its
+    /// `c` and `y` would grant the whole folder listed, read-write; a kitty
+    /// APC answer's and an X10 click's space would choose the highlighted folder.
+    @Test func aTerminalsLateReplyIsNotTakenForKeys() throws {
+        let terminal = try PersonAtTerminal()
+        let process = try start(terminal, "\"$SANDBOXED_RUN\" open-panel; echo \"status $?\"")
+        #expect(terminal.waitFor(Self.question), "\(terminal.output)")
+        terminal.type("\u{1B}]52;c;cyE=\u{1B}\\")
+        terminal.type("\u{1B}_Gi=1;ENOENT:No such file or directory\u{1B}\\")
+        terminal.type("\u{1B}[M  !")
+        terminal.type("\u{1B}[<0;20;8M\u{1B}[<0;20;8m")
+        Thread.sleep(forTimeInterval: 1)
+        terminal.type("q")
+        #expect(terminal.finish(process) == 0, "\(terminal.output)")
+        let shown = terminal.output
+        #expect(shown.contains("status 1"), "\(shown)")
+        #expect(!shown.contains("whole folder") && !shown.contains("Granted"), "\(shown)")
+        #expect(!grants.contains(desk))
+    }
+
     /// Whether a file `name` appears anywhere under `root` within `seconds`.
     static func waitForFile(in root: String, named name: String, seconds: Double) -> Bool {
         let deadline = Date().addingTimeInterval(seconds)
