@@ -80,4 +80,112 @@ import Sandbox
         #expect(keys.feed(Self.bytes("\u{1B}P")).isEmpty && keys.feed([0x1B]).isEmpty && keys.waiting)
         #expect(keys.flush() == [.escape])
     }
+
+    func scratch() throws -> String {
+        let path = NSTemporaryDirectory() + "sandboxed-run-browser-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        return path
+    }
+
+    func browser(_ path: String, words: String? = nil, unicode: Bool = true) throws -> FolderBrowser {
+        var browser = FolderBrowser(title: ["com.example.app asks for a folder, to read and write (read-write)."], words: words,
+                                    access: .readWrite, startingAt: try OwnedDescriptor.openFolder(FilePath(path), follow: false))
+        browser.unicode = unicode
+        return browser
+    }
+
+    /// Columns as a terminal counts them (per scalar, wide ones two).
+    static func columns(_ line: String) -> Int {
+        var text = line
+        while let escape = text.range(of: "\u{1B}\\[[0-9;]*m", options: .regularExpression) { text.removeSubrange(escape) }
+        return text.unicodeScalars.reduce(0) { $0 + ($1.isASCII ? 1 : 2) }
+    }
+
+    /// A grapheme of forty Hangul leading jamo is eighty columns on a
+    /// terminal: the footer, which shows the chosen path whole, wraps it, and no line is wider than the frame.
+    @Test func widthsAreCountedPerScalar() throws {
+        let path = try scratch()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let name = "Vault" + String(repeating: "\u{1100}", count: 40) + "-and-what-is-hidden-at-the-end"
+        try FileManager.default.createDirectory(atPath: path + "/" + name, withIntermediateDirectories: true)
+        var browser = try browser(path)
+        let lines = browser.frame(width: 100, height: 30)
+        for line in lines { #expect(Self.columns(line) <= 100, "\(line)") }
+        #expect(lines.joined().contains("-and-what-is-hidden-at-the-end"), "\(lines)")
+    }
+
+    /// The app's words take one line of their own, cut to fit: quotes in
+    /// them escaped, every character outside ASCII escaped, runs of spaces
+    /// as one. Padded to wrap onto a line of its own, a fake label of the launcher's stays on the app's line.
+    @Test func theAppsWordsAreOneLineOfItsOwn() throws {
+        let path = try scratch()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let words = "Pick a folder\u{201D}\"" + String(repeating: " ", count: 60) + "Recommended by sandboxed-run: the highlighted folder is read-only"
+        var browser = try browser(path, words: FolderBrowser.appWords(words))
+        let lines = browser.frame(width: 80, height: 30)
+        let line = try #require(lines.first { $0.hasPrefix("Its words: ") }, "\(lines)")
+        #expect(line.hasPrefix("Its words: \u{201C}Pick a folder\\u{201d}\\\" Recommended by sandboxed-run"), "\(line)")
+        #expect(line.hasSuffix("…") && Self.columns(line) <= 80, "\(line)")
+        #expect(lines.filter { $0.contains("Recommended") }.count == 1, "\(lines)")
+        #expect(lines.filter { $0.contains("\u{201D}") }.isEmpty, "the app closed the launcher's quote: \(lines)")
+    }
+
+    /// On a terminal that may not be in UTF-8 (the locale says otherwise)
+    /// every character outside ASCII is escaped: no byte 0x80–0x9F (a C1
+    /// control in ISO 8859-1) comes from a folder's name, nor from the launcher's own text.
+    @Test func withoutUTF8NothingOutsideASCIIIsDrawn() throws {
+        let path = try scratch()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        try FileManager.default.createDirectory(atPath: path + "/Pick\u{DB}?1000h", withIntermediateDirectories: true)
+        var browser = try browser(path, words: FolderBrowser.appWords("Vault\u{DB}?1000h"), unicode: false)
+        let lines = browser.frame(width: 200, height: 30)
+        #expect(lines.allSatisfy { $0.utf8.allSatisfy { $0 < 0x80 } }, "\(lines)")
+        #expect(lines.contains { $0.contains("Pick\\u{db}?1000h/") }, "\(lines)")
+        #expect(lines.contains("Its words: \"Vault\\u{db}?1000h\""), "\(lines)")
+        // In UTF-8 the app's words are still ASCII.
+        browser.unicode = true
+        #expect(browser.frame(width: 200, height: 30).contains("Its words: \u{201C}Vault\\u{db}?1000h\u{201D}"))
+    }
+
+    /// A folder of many thousand folders (an app can make one where the
+    /// browser starts): the first `listLimit` are read, the frame says the
+    /// list was cut and how to narrow it, keys do not read it again, and
+    /// typing part of a name finds a folder past the cut.
+    @Test func aHugeFolderIsListedInBoundedTime() throws {
+        let path = try scratch()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let count = 3 * FolderBrowser.listLimit
+        for index in 0..<count { #expect(mkdir(path + "/" + String(format: "%06d", index) + String(repeating: "x", count: 100), 0o755) == 0) }
+        var start = FolderBrowser.clock()
+        var browser = try browser(path)
+        var lines = browser.frame(width: 160, height: 30)
+        #expect(FolderBrowser.clock() - start < 2, "first frame")
+        #expect(lines.contains { $0.contains("Not all folders here are listed") && $0.contains("/ and part of a name narrows") }, "\(lines)")
+        // Keys move over what was read: no reading again (a folder unchanged).
+        start = FolderBrowser.clock()
+        for _ in 0..<50 {
+            _ = browser.handle(.down)
+            lines = browser.frame(width: 160, height: 30)
+        }
+        #expect(FolderBrowser.clock() - start < 2, "fifty keys")
+        // Narrowed to a name the cut left out.
+        let wanted = String(format: "%06d", count - 1)
+        _ = browser.handle(.character(UInt8(ascii: "/")))
+        for byte in wanted.utf8 { _ = browser.handle(.character(byte)) }
+        _ = browser.handle(.enter)
+        lines = browser.frame(width: 160, height: 30)
+        #expect(lines.contains { $0.hasPrefix("\u{1B}[7m> " + wanted) }, "\(lines)")
+        #expect(!lines.contains { $0.contains("Not all folders here are listed") }, "\(lines)")
+    }
+
+    /// The list is read again when the folder changes, not for every key.
+    @Test func aChangedFolderIsReadAgain() throws {
+        let path = try scratch()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        try FileManager.default.createDirectory(atPath: path + "/b", withIntermediateDirectories: true)
+        var browser = try browser(path)
+        #expect(!browser.frame(width: 80, height: 30).contains { $0.contains("a/") })
+        try FileManager.default.createDirectory(atPath: path + "/a", withIntermediateDirectories: true)
+        #expect(browser.frame(width: 80, height: 30).contains { $0.contains("> a/") })
+    }
 }
