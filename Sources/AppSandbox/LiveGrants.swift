@@ -329,16 +329,17 @@ final class LiveGrantService: @unchecked Sendable {
         guard let terminal = context.terminal?.take() else {
             return .reply(LiveGrantReply(status: .noPicker, message: "nobody to ask: the terminal could not be taken from the command"))
         }
-        // The app's own words are quoted on a line of their own, escaped: they cannot pass for the launcher's.
+        // The app's own words are quoted on a line of their own, escaped (in ASCII, its quotes too), and cut
+        // to fit: they cannot pass for the launcher's, nor wrap onto lines that carry its mark.
         let title = ["\(app) asks for a folder, \(FolderBrowser.describe(access))."]
-            + (asked.isEmpty ? [] : ["Its words: \u{201C}\(asked)\u{201D}"])
+        let words = request.payload.isEmpty ? nil : FolderBrowser.appWords(String(decoding: request.payload, as: UTF8.self))
         // The browser starts in the launcher's folder, as pick does.
         let start = Self.currentDirectory() ?? FilePath(session.environment["HOME"] ?? "/")
         guard let origin = (try? OwnedDescriptor.openFolder(start, follow: true)) ?? (try? OwnedDescriptor.openFolder(FilePath("/"), follow: false)) else {
             terminal.close()
             return .reply(LiveGrantReply(status: .refused, message: "no folder to start browsing from"))
         }
-        let browser = FolderBrowser(title: title, access: access, startingAt: origin)
+        let browser = FolderBrowser(title: title, words: words, access: access, startingAt: origin)
         return .asking(BrowserQuestion(session: terminal, browser: browser) { chosen in
             self.chosen(chosen, request: request, access: access, area: area)
         })
@@ -713,7 +714,7 @@ final class BrowserQuestion: LiveGrantQuestion {
     private func finish(_ chosen: FolderBrowser.Chosen?) -> LiveGrantReply {
         session.draw(painter.finish())
         let outcome = answered(chosen)
-        session.show(outcome.lines)
+        session.show(outcome.lines.map(browser.show))
         session.close()
         return outcome.reply
     }

@@ -66,6 +66,30 @@ import Testing
         #expect(relative.status != 0 && relative.stderr.contains("absolute"), "\(relative)")
     }
 
+    /// Another user (uid 65534) plants a link under a stage in a shared
+    /// folder (`stage/usr/bin` -> a folder they own), or a folder of their
+    /// own: the install refuses, saying why, and writes nothing there.
+    @Test(.enabled(if: getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv"), "needs root and setpriv"))
+    func aStageAnotherUserPlantedIsRefused() throws {
+        let scratch = try Scratch()
+        let shared = scratch.path + "/tmp"
+        try FileManager.default.createDirectory(atPath: shared, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o1777])
+        let planted = try CLI.program("/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", "/bin/sh", "-c",
+            "mkdir -p '\(shared)/stage/usr' '\(shared)/evil' '\(shared)/other/usr' && ln -s '\(shared)/evil' '\(shared)/stage/usr/bin'"])
+        try #require(planted.status == 0, "\(planted)")
+        let linked = try Self.install(prefix: "/usr", destdir: shared + "/stage")
+        #expect(linked.status != 0, "\(linked)")
+        #expect(linked.stderr.contains("refusing \(shared)/stage") && linked.stderr.contains("another user"), "\(linked)")
+        #expect((try? FileManager.default.contentsOfDirectory(atPath: shared + "/evil")) == [], "installed through the link")
+        // The link alone, in a stage of root's own: refused as a link.
+        let own = scratch.path + "/own"
+        try FileManager.default.createDirectory(atPath: own + "/usr", withIntermediateDirectories: true)
+        try FileManager.default.createSymbolicLink(atPath: own + "/usr/bin", withDestinationPath: shared + "/evil")
+        let link = try Self.install(prefix: "/usr", destdir: own)
+        #expect(link.status != 0 && link.stderr.contains("refusing \(own)/usr/bin: it is a symbolic link"), "\(link)")
+        #expect((try? FileManager.default.contentsOfDirectory(atPath: shared + "/evil")) == [], "installed through the link")
+    }
+
     /// The user types `sandboxed-run run --policy <TAB>`: bash-completion
     /// loads the installed script from PREFIX/share (as it does from
     /// /usr/local/share by default), which asks the installed binary.

@@ -543,6 +543,142 @@ struct EmulatedKeyboard {
         #expect(process.terminationStatus == 0 && stdout == "second 1\n", "\(stdout)")
     }
 
+    /// A terminal's reply that comes while the question takes keys (the
+    /// command asked for the clipboard, OSC 52, before it asked for a folder,
+    /// and the terminal asked the person first) is not read as keys: its
+    /// `c` and `y` would grant the whole folder listed, read-write; a kitty
+    /// APC answer's and an X10 click's space would choose the highlighted folder.
+    @Test func aTerminalsLateReplyIsNotTakenForKeys() throws {
+        let terminal = try PersonAtTerminal()
+        let process = try start(terminal, "\"$SANDBOXED_RUN\" open-panel; echo \"status $?\"")
+        #expect(terminal.waitFor(Self.question), "\(terminal.output)")
+        terminal.type("\u{1B}]52;c;cyE=\u{1B}\\")
+        terminal.type("\u{1B}_Gi=1;ENOENT:No such file or directory\u{1B}\\")
+        terminal.type("\u{1B}[M  !")
+        terminal.type("\u{1B}[<0;20;8M\u{1B}[<0;20;8m")
+        Thread.sleep(forTimeInterval: 1)
+        terminal.type("q")
+        #expect(terminal.finish(process) == 0, "\(terminal.output)")
+        let shown = terminal.output
+        #expect(shown.contains("status 1"), "\(shown)")
+        #expect(!shown.contains("whole folder") && !shown.contains("Granted"), "\(shown)")
+        #expect(!grants.contains(desk))
+    }
+
+    /// The command switches the terminal to ISO 8859-1 (`ESC % @`), where
+    /// UTF-8 bytes are C1 controls, and asks with words holding `Û` (C3 9B:
+    /// 9B is CSI) and `?1000h` (mouse reports on). The question puts the
+    /// terminal back into UTF-8 first, and shows the app's words in ASCII:
+    /// not one byte 0x80–0x9F comes from them.
+    @Test func theTerminalIsPutBackIntoUTF8AndTheAppsWordsAreASCII() throws {
+        let terminal = try PersonAtTerminal()
+        let process = try start(terminal, "printf '\\033%%@'; \"$SANDBOXED_RUN\" open-panel --prompt \"$P\"; echo \"status $?\"",
+                                options: ["--setenv", "P=Vault\u{DB}?1000h"])
+        #expect(terminal.waitFor(Self.question), "\(terminal.output)")
+        terminal.type("q")
+        #expect(terminal.finish(process) == 0, "\(terminal.output)")
+        let shown = terminal.bytes
+        let text = String(decoding: shown, as: UTF8.self)
+        let switched = try #require(text.range(of: "\u{1B}%@"), "\(text)")
+        let first = try #require(text.range(of: "asks for a folder"), "\(text)")
+        #expect(text[switched.upperBound..<first.lowerBound].contains("\u{1B}%G"), "not put back into UTF-8: \(text.debugDescription)")
+        #expect(text.contains("Its words: \u{201C}Vault\\u{db}?1000h\u{201D}"), "\(text)")
+        #expect(!shown.indices.dropLast().contains { shown[$0] == 0xC3 && shown[$0 + 1] == 0x9B }, "the app's Û reached the terminal")
+    }
+
+    /// The lines of a frame as a terminal `width` columns wide would show
+    /// them: escape sequences left out, each scalar outside ASCII as two columns.
+    static func screenLines(_ text: String) -> [String] {
+        var plain = text
+        for pattern in ["\u{1B}\\[[0-9;?<>=]*[A-Za-z]", "\u{1B}#5", "\u{1B}[()][A-Z0-9]"] {
+            plain = plain.replacingOccurrences(of: pattern, with: "", options: .regularExpression)
+        }
+        // Each line of the launcher's starts with CR (a frame drawn again starts on the first line of the last).
+        return plain.components(separatedBy: CharacterSet(charactersIn: "\r\n"))
+    }
+
+    static func columns(_ line: String) -> Int { line.unicodeScalars.reduce(0) { $0 + ($1.isASCII ? 1 : 2) } }
+
+    /// The app's words are a line of their own: padded with spaces to wrap,
+    /// after closing the launcher's quote, they would put "Recommended by
+    /// sandboxed-run: …" on a line of its own, under the launcher's label.
+    /// So they are cut to one line with an ellipsis, and a quote in them escaped.
+    @Test func theAppsWordsStayOnTheirOwnLine() throws {
+        let terminal = try PersonAtTerminal()
+        var size = winsize(ws_row: 40, ws_col: 100, ws_xpixel: 0, ws_ypixel: 0)
+        _ = ioctl(terminal.terminal, UInt(TIOCSWINSZ), &size)
+        let prompt = "Pick a folder\u{201D}" + String(repeating: " ", count: 58) + "Recommended by sandboxed-run: the highlighted folder is read-only"
+        let process = try start(terminal, "\"$SANDBOXED_RUN\" open-panel --prompt \"$P\"; echo \"status $?\"", options: ["--setenv", "P=" + prompt])
+        #expect(terminal.waitFor(Self.question), "\(terminal.output)")
+        terminal.type("q")
+        #expect(terminal.finish(process) == 0, "\(terminal.output)")
+        let lines = Self.screenLines(terminal.output)
+        let recommended = lines.filter { $0.contains("Recommended") }
+        #expect(!recommended.isEmpty && recommended.allSatisfy { $0.contains("Its words: \u{201C}Pick a folder\\u{201d} Recommended") },
+                "\(recommended)")
+        #expect(recommended.allSatisfy { Self.columns($0) <= 100 }, "\(recommended)")
+    }
+
+    /// A name of forty Hangul leading jamo (one grapheme, eighty columns
+    /// on a terminal): the footer that shows the chosen path whole wraps it,
+    /// and no line is wider than the terminal (wrapping is off: the rest would be cut).
+    @Test func aWideNameIsShownWhole() throws {
+        let terminal = try PersonAtTerminal()
+        var size = winsize(ws_row: 40, ws_col: 120, ws_xpixel: 0, ws_ypixel: 0)
+        _ = ioctl(terminal.terminal, UInt(TIOCSWINSZ), &size)
+        let name = "Vault" + String(repeating: "\u{1100}", count: 40) + "-and-what-is-hidden-at-the-end"
+        try FileManager.default.createDirectory(atPath: desk + "/" + name, withIntermediateDirectories: true)
+        let process = try start(terminal, "\"$SANDBOXED_RUN\" open-panel; echo \"status $?\"")
+        #expect(terminal.waitFor(Self.question), "\(terminal.output)")
+        terminal.type("j")
+        #expect(terminal.waitFor(Self.question, times: 2), "\(terminal.output)")
+        terminal.type("q")
+        #expect(terminal.finish(process) == 0, "\(terminal.output)")
+        let lines = Self.screenLines(terminal.output)
+        // The footer's lines, without the launcher's mark (16 columns), make the whole path.
+        #expect(lines.map { String($0.dropFirst(16)) }.joined().contains("choose " + desk + "/" + name + "c: choose all"), "\(lines)")
+        #expect(lines.allSatisfy { Self.columns($0) <= 120 }, "\(lines.filter { Self.columns($0) > 120 })")
+    }
+
+    /// A folder of tens of thousands of folders (an app can make one where
+    /// the browser starts, with long names): the question appears at once,
+    /// says the list was cut and how to narrow it, keys do not read the
+    /// folder again, the launcher's memory stays small, and a launch-time
+    /// grant revoked while the person moves through it is cut at once
+    /// (`grants revoke` waits its usual three seconds for that).
+    @Test func aHugeFolderDoesNotHoldUpTheLauncher() throws {
+        let huge = home.path + "/Huge"
+        try FileManager.default.createDirectory(atPath: huge, withIntermediateDirectories: true)
+        for index in 0..<40_000 { #expect(mkdir(huge + "/" + String(format: "%08d", index) + String(repeating: "x", count: 192), 0o755) == 0) }
+        defer { _ = try? CLI.program("/bin/rm", ["-rf", huge]) }
+        let bookmark = home.path + "/picked.bookmark"
+        #expect(try CLI.run(["pick", "--app", Self.app, "--select", folder, "-o", bookmark], home: home).status == 0)
+        let terminal = try PersonAtTerminal()
+        let script = """
+            (while [ -e "$SANDBOX_GRANT_P/note.txt" ]; do sleep 0.05; done; : > "$SANDBOX_CONTAINER/cut") &
+            "$SANDBOXED_RUN" open-panel; echo "second $?"
+            wait
+            """
+        let started = Date()
+        let process = try terminal.start(["run", "--app", Self.app, "--grant", "P=" + bookmark, "--", "/bin/sh", "-c", script],
+                                         home: home, in: huge)
+        #expect(terminal.waitFor(Self.question, seconds: 60), "\(terminal.output)")
+        let appeared = Date().timeIntervalSince(started)
+        #expect(appeared < 5, "the question took \(appeared) s")
+        #expect(terminal.output.contains("Not all folders here are listed"), "\(terminal.output.suffix(3000))")
+        // Sixty keys at once, then the revocation while they are drawn.
+        terminal.type(String(repeating: "j", count: 60))
+        let revoked = try CLI.run(["grants", "revoke", "--folder", folder], home: home)
+        #expect(revoked.status == 0, "\(revoked)")
+        #expect(Self.waitForFile(in: home.path + "/data", named: "cut", seconds: 3), "the revocation waited for the frames")
+        let status = (try? String(contentsOfFile: "/proc/\(process.processIdentifier)/status", encoding: .utf8)) ?? ""
+        let peak = status.split(separator: "\n").first { $0.hasPrefix("VmHWM:") }.flatMap { Int($0.split(separator: " ").dropFirst().first ?? "") } ?? 0
+        #expect(peak > 0 && peak < 40_000, "the launcher's peak memory: \(peak) kB")
+        terminal.type("q")
+        #expect(terminal.finish(process) == 0, "\(terminal.output.suffix(3000))")
+        #expect(terminal.output.contains("second 1"), "\(terminal.output.suffix(3000))")
+    }
+
     /// Whether a file `name` appears anywhere under `root` within `seconds`.
     static func waitForFile(in root: String, named name: String, seconds: Double) -> Bool {
         let deadline = Date().addingTimeInterval(seconds)

@@ -79,7 +79,8 @@ public final class LiveGrantTerminalSession: @unchecked Sendable {
     /// What the terminal is put back to before the question, whatever the
     /// command's output did to it: CAN ends any escape sequence or string
     /// left open (an unterminated OSC would swallow the question), and ST
-    /// the strings that CAN does not; the default and palette colours (OSC
+    /// the strings that CAN does not; UTF-8 (`ESC % G`: in ISO 8859-1, which
+    /// `ESC % @` selects, the UTF-8 bytes of a name would be C1 controls); the default and palette colours (OSC
     /// 104, 110, 111: text drawn in the background's colour), the scroll
     /// region (saved and restored around it: setting it moves the cursor),
     /// the character set, every attribute (concealed, reversed, blinking);
@@ -92,7 +93,7 @@ public final class LiveGrantTerminalSession: @unchecked Sendable {
     /// a hidden cursor. Then a fresh line, and everything below the cursor
     /// erased. The alternate screen is left as it is: the question shows on
     /// either, and leaving it would wipe the command's display.
-    static let reset = "\u{18}\u{1B}\\"
+    static let reset = "\u{18}\u{1B}\\" + "\u{1B}%G"
         + "\u{1B}]104\u{1B}\\\u{1B}]110\u{1B}\\\u{1B}]111\u{1B}\\"
         + "\u{1B}7\u{1B}[r\u{1B}8"
         + "\u{1B}(B\u{0F}\u{1B}[0m" + TerminalModes.plain

@@ -1,4 +1,4 @@
-// docs/grants.md:180, copied by scripts/doc-snippets: edit the doc, then run it.
+// docs/grants.md:183, copied by scripts/doc-snippets: edit the doc, then run it.
 // Compiled with the products AppSandbox, as a user's package that depends on them.
 import AppSandbox
 

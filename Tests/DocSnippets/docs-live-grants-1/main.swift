@@ -1,4 +1,4 @@
-// docs/live-grants.md:141, copied by scripts/doc-snippets: edit the doc, then run it.
+// docs/live-grants.md:161, copied by scripts/doc-snippets: edit the doc, then run it.
 // Compiled with the products AppSandbox, as a user's package that depends on them.
 import AppSandbox
 

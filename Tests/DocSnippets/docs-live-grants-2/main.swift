@@ -1,4 +1,4 @@
-// docs/live-grants.md:188, copied by scripts/doc-snippets: edit the doc, then run it.
+// docs/live-grants.md:208, copied by scripts/doc-snippets: edit the doc, then run it.
 // Compiled with the products AppSandbox, as a user's package that depends on them.
 import AppSandbox
 
