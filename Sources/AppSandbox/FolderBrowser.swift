@@ -219,11 +219,15 @@ public struct FolderBrowser {
         var cut = false
         while let found = readdir(directory) {
             scanned += 1
-            if result.count >= Self.listLimit || scanned > Self.scanLimit || (scanned % 256 == 0 && Self.clock() > deadline) {
+            let type = found.pointee.d_type
+            // The clock is read every 64 names, and before each name that
+            // costs a lookup (a link is followed: a chain of links the app
+            // made can cost milliseconds each).
+            let costly = type == UInt8(DT_LNK) || type == UInt8(DT_UNKNOWN)
+            if result.count >= Self.listLimit || scanned > Self.scanLimit || ((costly || scanned % 64 == 0) && Self.clock() > deadline) {
                 cut = true
                 break
             }
-            let type = found.pointee.d_type
             let name = withUnsafeBytes(of: found.pointee.d_name) { Array($0.prefix { $0 != 0 }) }
             guard name != [0x2E], name != [0x2E, 0x2E], showHidden || name.first != UInt8(ascii: ".") else { continue }
             if let wanted, !Self.holds(name, wanted) { continue }
