@@ -126,9 +126,11 @@ public final class SyncSimulator {
             let last = scan(rootFolder)
             tidy(last)
             for item in last.evicted + last.requests { settle(item) }
-            // A party killed while keeping a conflict version leaves its temporary in the
-            // item's versions folder, where no scan looks: swept under each item's write lock.
-            for file in scan(rootFolder).files { removeVersionLeftovers(file) }
+            // What killed parties left where no scan looks, swept under each item's write
+            // lock: a temporary in the item's versions folder (a conflict version being
+            // kept), and a staged journal (a writer killed before renaming it into place,
+            // which readers do not look for: it describes no record yet).
+            for file in scan(rootFolder).files { sweep(file) }
         }
         return counts
     }
@@ -429,14 +431,17 @@ public final class SyncSimulator {
         } catch { counts.skipped += 1 }
     }
 
-    /// Temporaries in the item's versions folder, removed while holding the item's
-    /// write lock (waiting for it, as a writer would): every party keeping a version
-    /// holds that lock, so none is in use. The item itself is not touched.
-    private func removeVersionLeftovers(_ file: FileCoordinator.Location) {
+    /// While holding the item's write lock (waiting for it, as a writer would):
+    /// temporaries in its versions folder removed, and its journal recovered as
+    /// any writer would before writing (a staged journal removed, a torn record
+    /// rolled back). Every party keeping a version or writing a journal holds that
+    /// lock, so none of them is in use. The item is changed only by a rollback.
+    private func sweep(_ file: FileCoordinator.Location) {
         do {
             guard let locked = try coordinator.lock(file, flags: O_RDWR, create: false, type: CSB_F_WRLCK) else { return }
             defer { withExtendedLifetime(locked) {} }
             FileVersion.removeLeftovers(of: file)
+            try Journal.recover(for: file, item: locked)
         } catch let error as CoordinationError {
             refuse(file.path, error)
         } catch { counts.skipped += 1 }

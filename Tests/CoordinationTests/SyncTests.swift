@@ -92,6 +92,33 @@ import Testing
         #expect(try kept.contents() == Array("kept\n".utf8))
     }
 
+    /// A writer killed between creating its staged journal (`STEM.sr-journal.new`)
+    /// and renaming it into place leaves it beside the item; the record was never
+    /// written. Readers recover only a journal in place, so an item no writer
+    /// touches again kept it through a clean stop (the stress test's leftover,
+    /// 1 run in 25). A clean stop recovers every item's journal under its write
+    /// lock: the staged journal goes, the file stays as it was.
+    @Test func aCleanStopRemovesTheStagedJournalOfAKilledWriter() throws {
+        let scratch = Scratch()
+        let long = String(repeating: "n", count: 237) + ".md"
+        for name in ["note.md", long] {
+            try "# note\n".write(toFile: scratch.path + "/" + name, atomically: false, encoding: .utf8)
+            let stem = String(decoding: ItemNames.stem(of: Array(name.utf8)), as: UTF8.self)
+            // What a killed writer leaves: its magic line and half the record's description.
+            let staged = scratch.path + "/" + stem + ".sr-journal.new"
+            #expect(FileManager.default.createFile(atPath: staged, contents: Data("sandboxed-run journal 2\n7 50".utf8),
+                                                   attributes: [.posixPermissions: 0o600]))
+        }
+        var options = SyncSimulator.Options()
+        (options.editRate, options.conflictRate, options.evictRate) = (0, 0, 0)
+        let counts = try SyncSimulator(folder: FilePath(scratch.path), options: options).run { true }
+        #expect(counts.refused == 0)
+        let left = try FileManager.default.contentsOfDirectory(atPath: scratch.path).filter { $0.hasPrefix(".") }
+        #expect(left.isEmpty, "a clean stop left \(left)")
+        #expect(scratch.lines("note.md") == ["# note", ""])
+        #expect(scratch.lines(long) == ["# note", ""])
+    }
+
     @Test func keepingTheCurrentFileOrANamedVersion() throws {
         let scratch = Scratch()
         let file = FilePath(scratch.path + "/note.md")
