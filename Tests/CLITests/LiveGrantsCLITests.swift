@@ -452,10 +452,15 @@ import Testing
             process.environment = home.environment
             let out = Pipe()
             process.standardOutput = out
-            process.standardError = FileHandle.nullDevice
+            // Kept for the failure messages: why a sandbox ended, if it did.
+            _ = FileManager.default.createFile(atPath: home.path + "/stderr-" + name, contents: nil)
+            process.standardError = FileHandle(forWritingAtPath: home.path + "/stderr-" + name)
             process.standardInput = FileHandle.nullDevice
             try process.run()
             return (process, out)
+        }
+        func errors(_ name: String) -> String {
+            (try? String(contentsOfFile: home.path + "/stderr-" + name, encoding: .utf8)) ?? ""
         }
         let commands = try ["one", "two"].map { name in (name, try start(name)) }
         var waited = 0
@@ -479,12 +484,13 @@ import Testing
                 // names and attributes, so the sandbox is ended (issue 30).
                 clock_gettime(CLOCK_REALTIME, &now)
                 let endedAt = Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec)
-                #expect(process.terminationStatus == 125 && stdout.isEmpty, "\(name): \(process.terminationStatus) \(stdout)")
+                #expect(process.terminationStatus == 125 && stdout.isEmpty, "\(name): \(process.terminationStatus) \(stdout) \(errors(name))")
                 #expect(endedAt - revokedAt < 1_000_000_000, "\(name): ended \((endedAt - revokedAt) / 1_000_000) ms after the revocation")
                 continue
             }
             // Nothing held: the folder is gone from the view, and the command goes on.
-            #expect(process.terminationStatus == 0 && stdout == "read-refused\nwrite-refused\ngone\n", "\(name): \(stdout)")
+            #expect(process.terminationStatus == 0 && stdout == "read-refused\nwrite-refused\ngone\n",
+                    "\(name): exit \(process.terminationStatus), \(stdout) \(errors(name))")
             let failed = Int64((try? String(contentsOfFile: box + "/failed-" + name, encoding: .utf8))?
                 .trimmingCharacters(in: .whitespacesAndNewlines) ?? "") ?? 0
             // 100 ms is the aim (measured in Benchmarks/live-grants.sh); generous here, the machine is shared.
