@@ -394,10 +394,11 @@ import Testing
     }
 
     /// `grants revoke` reaches every running sandbox that has the folder: a
-    /// command looping over a file of a folder it started accessing finds it
-    /// gone soon after the revocation, even after closing its broker socket;
-    /// a descriptor it opened before keeps working, its working directory
-    /// inside the folder leads nowhere.
+    /// command looking up a file of a folder it started accessing, over and
+    /// over, finds it gone soon after the revocation, even after closing its
+    /// broker socket, and nothing of the folder is listed after that; a
+    /// command holding the folder (a descriptor or its working directory
+    /// there) is ended.
     @Test(arguments: [true, false])
     func grantsRevokeCutsRunningCommands(holding: Bool) throws {
         try revokeCuts(as: nil, holding: holding)
@@ -442,6 +443,11 @@ import Testing
             date +%s%N > "$SANDBOX_CONTAINER/failed-$0"
             cat "$p/note.txt" 2>/dev/null || echo read-refused
             (echo x > "$p/made-after") 2>/dev/null && echo write-kept || echo write-refused
+            # Nothing of the folder is listed from then on. An attached folder's mount
+            # point, empty once unmounted, is removed just after the unmount: waited for.
+            [ -z "$(ls -A "$p" 2>/dev/null)" ] || echo listed
+            SECONDS=0
+            while ls "$p" > /dev/null 2>&1 && [ $SECONDS -lt 5 ]; do sleep 0.01; done
             ls "$p" 2>/dev/null || echo gone
             """
         if user != nil { #expect(try CLI.program("/bin/chown", ["-R", "65534:65534", home.path]).status == 0) }
