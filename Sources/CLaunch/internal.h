@@ -66,6 +66,14 @@ int csb_grant_area_build(const struct csb_child_plan *plan, const struct csb_kee
 int csb_grant_area_send(int report_fd);
 
 /// Opens the command's pty in the view's own devpts, with the plan's modes and size.
+// Async-signal-safe helpers of the keeper (keeper.c), shared with doctor's probe.
+// Decimal digits of `value` at `out` (at most 20); returns how many.
+size_t csb_format_u64(char *out, uint64_t value);
+// Writes `text` whole to `path` (a /proc file); 0, or -1 with errno.
+int csb_write_proc_file(const char *path, const char *text, size_t length);
+// Writes "ID ID 1\n" to a uid_map or gid_map: the id maps to itself only.
+int csb_map_own_id(const char *path, uint64_t id);
+
 int csb_view_pty(const struct csb_keeper_plan *keeper, int *master, int *terminal);
 
 /// Clones the confined child (CLONE_VM | CLONE_VFORK), which applies `plan`

@@ -171,7 +171,7 @@ static int csb_keeper_end(const struct csb_keeper_plan *keeper, int signal_fd, p
 // opened after mounting; nothing else changes.
 
 // Decimal digits of `value` at `out`, without printf (not async-signal-safe).
-static size_t csb_format_u64(char *out, uint64_t value) {
+size_t csb_format_u64(char *out, uint64_t value) {
     char digits[20];
     size_t count = 0;
     do { digits[count++] = (char)('0' + value % 10); value /= 10; } while (value != 0);
@@ -179,7 +179,7 @@ static size_t csb_format_u64(char *out, uint64_t value) {
     return count;
 }
 
-static int csb_write_proc_file(const char *path, const char *text, size_t length) {
+int csb_write_proc_file(const char *path, const char *text, size_t length) {
     int fd = open(path, O_WRONLY | O_CLOEXEC);
     if (fd < 0) return -1;
     ssize_t written = write(fd, text, length);
@@ -190,7 +190,7 @@ static int csb_write_proc_file(const char *path, const char *text, size_t length
 }
 
 // "ID ID 1\n": the id maps to itself, and nothing else is mapped.
-static int csb_map_own_id(const char *path, uint64_t id) {
+int csb_map_own_id(const char *path, uint64_t id) {
     char line[48];
     size_t at = csb_format_u64(line, id);
     line[at++] = ' ';

@@ -11,31 +11,6 @@
 #include <sys/mount.h>
 #include <sys/wait.h>
 
-static size_t csb_probe_digits(char *out, unsigned long value) {
-    char digits[24];
-    size_t count = 0;
-    do { digits[count++] = (char)('0' + value % 10); value /= 10; } while (value != 0);
-    for (size_t i = 0; i < count; i++) out[i] = digits[count - 1 - i];
-    return count;
-}
-
-static int csb_probe_write(const char *path, const char *text, size_t length) {
-    int fd = open(path, O_WRONLY | O_CLOEXEC);
-    if (fd < 0) return -1;
-    ssize_t written = write(fd, text, length);
-    close(fd);
-    return written == (ssize_t)length ? 0 : -1;
-}
-
-static int csb_probe_map(const char *path, unsigned long id) {
-    char line[64];
-    size_t at = csb_probe_digits(line, id);
-    line[at++] = ' ';
-    at += csb_probe_digits(line + at, id);
-    memcpy(line + at, " 1\n", 3);
-    return csb_probe_write(path, line, at + 3);
-}
-
 static void csb_probe_report(int fd, int step, int error) {
     int message[2] = {step, error};
     (void)!write(fd, message, sizeof message);
@@ -45,8 +20,8 @@ static void csb_probe_report(int fd, int step, int error) {
 static void csb_probe_child(int fd, int user_namespace, uid_t uid, gid_t gid) {
     if (user_namespace) {
         if (unshare(CLONE_NEWUSER) != 0) csb_probe_report(fd, CSB_VIEW_PROBE_USER_NAMESPACE, errno);
-        if ((csb_probe_write("/proc/self/setgroups", "deny", 4) != 0 && errno != ENOENT)
-            || csb_probe_map("/proc/self/uid_map", uid) != 0 || csb_probe_map("/proc/self/gid_map", gid) != 0)
+        if ((csb_write_proc_file("/proc/self/setgroups", "deny", 4) != 0 && errno != ENOENT)
+            || csb_map_own_id("/proc/self/uid_map", uid) != 0 || csb_map_own_id("/proc/self/gid_map", gid) != 0)
             csb_probe_report(fd, CSB_VIEW_PROBE_ID_MAP, errno);
     }
     if (unshare(CLONE_NEWNS | CLONE_NEWPID) != 0) csb_probe_report(fd, CSB_VIEW_PROBE_NAMESPACES, errno);
