@@ -534,14 +534,7 @@ public struct FolderBrowser {
                 case 0x00...0x1F: break
                 default:
                     state = .ground
-                    if pasting { return nil }
-                    switch byte {
-                    case UInt8(ascii: "A"): return .up
-                    case UInt8(ascii: "B"): return .down
-                    case UInt8(ascii: "C"): return .right
-                    case UInt8(ascii: "D"): return .left
-                    default: return nil
-                    }
+                    return pasting ? nil : Self.arrow(byte)
                 }
             case .string(let bellEnds, let escape):
                 if escape {
@@ -627,13 +620,17 @@ public struct FolderBrowser {
                 return nil
             }
             // Arrows, with no parameters or a modifier (`CSI 1 ; 5 A`).
-            guard !pasting else { return nil }
+            return pasting ? nil : Self.arrow(final)
+        }
+
+        /// The arrow a CSI or SS3 sequence's final byte names, if any.
+        static func arrow(_ final: UInt8) -> Key? {
             switch final {
-            case UInt8(ascii: "A"): return .up
-            case UInt8(ascii: "B"): return .down
-            case UInt8(ascii: "C"): return .right
-            case UInt8(ascii: "D"): return .left
-            default: return nil
+            case UInt8(ascii: "A"): .up
+            case UInt8(ascii: "B"): .down
+            case UInt8(ascii: "C"): .right
+            case UInt8(ascii: "D"): .left
+            default: nil
             }
         }
 
