@@ -27,6 +27,15 @@ enum CLI {
         }
     }
 
+    /// Waits (20 s at most) until the command made `ready`, or ended.
+    static func waitUntilReady(_ ready: String, _ process: Process) {
+        var waited = 0
+        while !FileManager.default.fileExists(atPath: ready) && process.isRunning && waited < 400 {
+            usleep(50_000)
+            waited += 1
+        }
+    }
+
     static func start(_ arguments: [String], home: Home) throws -> (Process, Pipe, Pipe) {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: binary)

@@ -212,11 +212,7 @@ import Testing
         process.standardError = errors
         process.standardInput = FileHandle.nullDevice
         try process.run()
-        var waited = 0
-        while !FileManager.default.fileExists(atPath: box + "/ready") && process.isRunning && waited < 400 {
-            usleep(50_000)
-            waited += 1
-        }
+        CLI.waitUntilReady(box + "/ready", process)
         usleep(300_000)
         let revoked = try CLI.program(user == nil ? CLI.binary : "/usr/bin/setpriv", prefix + ["grants", "revoke", "--grant", id],
                                       environment: home.environment)

@@ -177,11 +177,7 @@ extension LiveGrantsCLITests {
             """
         let (process, out, errors) = try CLI.start(["run", "--app", Self.app, "--grant", "A=" + box + "/a", "--grant", "B=" + box + "/b",
                                                     "--", "/bin/bash", "-c", script], home: home)
-        var waited = 0
-        while !FileManager.default.fileExists(atPath: box + "/ready") && process.isRunning && waited < 400 {
-            usleep(50_000)
-            waited += 1
-        }
+        CLI.waitUntilReady(box + "/ready", process)
         let revoked = try CLI.run(["grants", "revoke", "--grant", outer], home: home)
         #expect(revoked.status == 0, "\(revoked)")
         let stdout = String(decoding: try out.fileHandleForReading.readToEnd() ?? Data(), as: UTF8.self)
@@ -212,11 +208,7 @@ extension LiveGrantsCLITests {
             """#
         let (process, out, _) = try CLI.start(["run", "--app", Self.app, "--view", "private"] + (launchTime ? ["--grant", "B=" + box + "/b"] : [])
                                               + ["--", "/bin/bash", "-c", script], home: home)
-        var waited = 0
-        while !FileManager.default.fileExists(atPath: box + "/ready") && process.isRunning && waited < 400 {
-            usleep(50_000)
-            waited += 1
-        }
+        CLI.waitUntilReady(box + "/ready", process)
         usleep(200_000)
         let revoked = try CLI.run(["grants", "revoke", "--grant", id], home: home)
         let stdout = String(decoding: try out.fileHandleForReading.readToEnd() ?? Data(), as: UTF8.self)
@@ -278,11 +270,7 @@ extension LiveGrantsCLITests {
         process.standardError = FileHandle.nullDevice
         process.standardInput = FileHandle.nullDevice
         try process.run()
-        var waited = 0
-        while !FileManager.default.fileExists(atPath: box + "/ready") && process.isRunning && waited < 400 {
-            usleep(50_000)
-            waited += 1
-        }
+        CLI.waitUntilReady(box + "/ready", process)
         usleep(300_000)
         let revoked = try CLI.program("/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", CLI.binary,
                                                           "grants", "revoke", "--grant", id], environment: home.environment)
