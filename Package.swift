@@ -10,6 +10,7 @@ let package = Package(
         .library(name: "Grants", targets: ["Grants"]),
         .library(name: "Coordination", targets: ["Coordination"]),
         .library(name: "AppSandbox", targets: ["AppSandbox"]),
+        .library(name: "Staging", targets: ["Staging"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -64,9 +65,16 @@ let package = Package(
             dependencies: ["SystemKit", "PropertyLists", "CSyscalls", .product(name: "SystemPackage", package: "swift-system")],
             exclude: ["PROTOCOL.md"]
         ),
+        // Staged grants: a read-write grant's changes held in the broker's
+        // state (a clone of the folder), listed, diffed, and applied as a
+        // coordinated writer or thrown away.
+        .target(
+            name: "Staging",
+            dependencies: ["Grants", "Coordination", "Sandbox", "SystemKit", "CSyscalls", .product(name: "SystemPackage", package: "swift-system")]
+        ),
         // The trust boundary, owned in one place: locations, protected
         // folders, link trust, policy-file trust, launching with grants.
-        .target(name: "AppSandbox", dependencies: ["Sandbox", "Grants", .product(name: "SystemPackage", package: "swift-system")]),
+        .target(name: "AppSandbox", dependencies: ["Sandbox", "Grants", "Staging", .product(name: "SystemPackage", package: "swift-system")]),
         .executableTarget(
             name: "sandboxed-run",
             dependencies: [
@@ -98,6 +106,7 @@ let package = Package(
         .testTarget(name: "GrantsTests", dependencies: ["Grants", "Sandbox", "AppSandbox", "CSyscalls"]),
         .testTarget(name: "CLITests", dependencies: ["sandboxed-run", "grants-benchmark", "scoped-notes", "swift-launcher"]),
         .testTarget(name: "CoordinationTests", dependencies: ["Coordination", "Sandbox", "sandboxed-run"]),
+        .testTarget(name: "StagingTests", dependencies: ["Staging", "AppSandbox", "CSyscalls"]),
     ],
     swiftLanguageModes: [.v6]
 )
