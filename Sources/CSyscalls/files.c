@@ -43,6 +43,14 @@ int csb_openat2_path_no_links(int dirfd, const char *path) {
     return (int)syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
 }
 
+int csb_openat2_path_strictly_beneath(int dirfd, const char *path) {
+    struct open_how how;
+    memset(&how, 0, sizeof(how));
+    how.flags = O_PATH | O_CLOEXEC | O_NOFOLLOW;
+    how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV;
+    return (int)syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
+}
+
 int csb_chmod_fd(int fd, uint32_t mode) {
     // fchmodat2 (Linux 6.6) takes the O_PATH descriptor itself: no /proc walk.
     int done = (int)syscall(452 /* SYS_fchmodat2, not in Debian 12's headers */, fd, "", (mode_t)mode, AT_EMPTY_PATH);
@@ -68,6 +76,34 @@ void *csb_mmap_allocated(void *address, size_t length, int protection, int flags
         if (result != 0 && errno != EOPNOTSUPP && errno != ENOSYS) return MAP_FAILED;
     }
     return mmap(address, length, protection, flags, fd, offset);
+}
+
+int csb_copy_file_data(int dst, int src) {
+    if (ioctl(dst, FICLONE, src) == 0) return 0;
+    for (;;) {
+        ssize_t copied = copy_file_range(src, NULL, dst, NULL, 1 << 30, 0);
+        if (copied == 0) return 0;
+        if (copied > 0) continue;
+        if (errno == EINTR) continue;
+        if (errno != EXDEV && errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP && errno != EBADF) return -1;
+        break;
+    }
+    // copy_file_range refused (another filesystem type, an old kernel): bytes by hand, from where it stopped.
+    char buffer[65536];
+    for (;;) {
+        ssize_t count = read(src, buffer, sizeof(buffer));
+        if (count == 0) return 0;
+        if (count < 0) { if (errno == EINTR) continue; return -1; }
+        for (ssize_t done = 0; done < count;) {
+            ssize_t written = write(dst, buffer + done, (size_t)(count - done));
+            if (written < 0) { if (errno == EINTR) continue; return -1; }
+            done += written;
+        }
+    }
+}
+
+int csb_syncfs(int fd) {
+    return syncfs(fd);
 }
 
 int csb_chown_fd(int fd, uint32_t uid, uint32_t gid) {

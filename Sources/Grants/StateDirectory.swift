@@ -95,6 +95,35 @@ public struct StateDirectory: Sendable {
         return try body()
     }
 
+    /// A folder of the state's own, `names` below it (each made 0700 when
+    /// missing and `create`), opened for reading and checked as every state
+    /// file is: a real folder, the user's, private to them. Nil when one is
+    /// missing and not `create`. What lives there is the caller's (staged
+    /// grants keep bytes a sandboxed command chose below such a folder).
+    public func privateFolder(_ names: [String], create: Bool) throws(GrantError) -> OwnedDescriptor? {
+        var folder = descriptor
+        var shown = path
+        for name in names {
+            shown += "/" + name
+            guard !name.isEmpty, name != ".", name != "..", !name.contains("/") else {
+                throw .stateDirectory(step: "using \(shown) (not a plain name)", errno: .invalidArgument)
+            }
+            do {
+                folder = try Self.openFolder(name, in: folder, create: create)
+            } catch .noSuchFileOrDirectory where !create {
+                return nil
+            } catch .tooManySymbolicLinkLevels, .notDirectory {
+                throw Self.notARealFolder(name, in: folder, path: shown)
+            } catch {
+                throw .stateDirectory(step: "opening \(shown)", errno: error)
+            }
+            let status: stat
+            do { status = try folder.status() } catch { throw .stateDirectory(step: "reading \(shown)", errno: error) }
+            try Self.checkPrivate(status, path: shown, kind: S_IFDIR)
+        }
+        return folder
+    }
+
     // MARK: Walking to the folder
 
     /// Opens the folder above the state folder, component by component from

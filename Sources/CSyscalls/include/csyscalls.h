@@ -72,6 +72,10 @@ int csb_openat2_path_in_root(int root, const char *path, int follow_symlinks);
 int csb_openat2_path_beneath(int dirfd, const char *path, int follow_symlinks);
 /// The same with `RESOLVE_NO_SYMLINKS` (no link followed anywhere on the way, the last name included): ELOOP at a link.
 int csb_openat2_path_no_links(int dirfd, const char *path);
+/// O_PATH | O_NOFOLLOW of `path` below `dirfd`, following no link at all
+/// and crossing no mount (RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_XDEV):
+/// where an unconfined writer applies what a sandboxed command chose.
+int csb_openat2_path_strictly_beneath(int dirfd, const char *path);
 /// `fchmodat(2)` through `/proc/self/fd/N`, which reaches the inode of an O_PATH fd.
 int csb_chmod_fd(int fd, uint32_t mode);
 /// `fchownat(2)` with `AT_EMPTY_PATH`.
@@ -91,6 +95,12 @@ int csb_set_no_copy_on_write(int fd);
 /// (see `Ledger`), which maps the -shm through it; it retries EINTR itself,
 /// since SQLite does not.
 void *_Nullable csb_mmap_allocated(void *_Nullable address, size_t length, int protection, int flags, int fd, off_t offset);
+/// Copies `src`'s whole contents into the empty file `dst` (both regular
+/// files): a reflink (FICLONE) where the filesystem shares extents, else
+/// copy_file_range, else read and write. 0, or -1 with errno.
+int csb_copy_file_data(int dst, int src);
+/// `syncfs(2)` (hidden from Swift by Glibc): flushes the filesystem `fd` is on.
+int csb_syncfs(int fd);
 /// `setxattr(2)` / `removexattr(2)` through `/proc/self/fd/N`.
 int csb_setxattr_fd(int fd, const char *name, const void *_Nullable value, size_t size, int flags);
 int csb_removexattr_fd(int fd, const char *name);
