@@ -273,6 +273,21 @@ public struct FileCoordinator: Sendable {
         }
     }
 
+    /// Keeps `contents` as a conflict version of the item while holding its
+    /// write lock: the item stays as it is (`versions list` shows the
+    /// version). Nil, with nothing kept, when there is no item to keep a
+    /// version of. For a party that must not overwrite what another wrote
+    /// (a staged grant's accept, when the file changed since it was staged).
+    public func keepConflictVersion(of location: Location, contents: [UInt8], modified: timespec, savingComputer: String) throws -> FileVersion? {
+        guard let item = try lock(location, flags: O_RDWR, create: false, type: CSB_F_WRLCK) else { return nil }
+        try Journal.recover(for: location, item: item)
+        let original: stat
+        do { original = try item.status() } catch { throw CoordinationError.system(operation: "fstat", path: location.path, errno: error) }
+        return try FileVersion.add(
+            to: location, contents: contents, modified: modified, savingComputer: savingComputer, like: original,
+            acl: AccessControl.read(AccessControl.access, of: item.rawValue))
+    }
+
     // MARK: The protocol's lock
 
     /// Opens the item (a regular file, no link), takes the lock, and checks

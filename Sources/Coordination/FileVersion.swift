@@ -21,7 +21,7 @@ public struct FileVersion: Equatable, Sendable {
 
     static let folderName = ".sandboxed-run-versions"
     /// Versions are whole files read into memory: larger ones are refused.
-    static let largest = 64 << 20
+    public static let largest = 64 << 20
 
     /// The unresolved conflict versions of `item`, oldest first. Entries that
     /// are not versions (a link, a FIFO, a name of another form) are skipped.

@@ -53,6 +53,7 @@ enum ChangeList {
                 kind: .deleted, path: entry.path, from: nil, item: entry.kind, contentsChanged: true, oldMode: entry.cloneStatus.mode & 0o7777,
                 newMode: nil, changedOutside: false))
         }
+        changes = try merged(changes, found: found, manifest: manifest, tree: tree, host: host)
         changes.sort { ($0.path, $0.kind.rawValue).0.lexicographicallyPrecedes($1.path) || ($0.path == $1.path && $0.kind.rawValue < $1.kind.rawValue) }
         if let host {
             let byPath = Dictionary(manifest.entries.map { ($0.path, $0) }, uniquingKeysWith: { first, _ in first })
@@ -63,6 +64,60 @@ enum ChangeList {
         return StagedChanges(changes: changes, manifest: manifest, found: Dictionary(found.map { ($0.path, $0) }, uniquingKeysWith: { first, _ in first }))
     }
 
+    /// An item deleted and another of its kind added at the same path is one
+    /// change of that path: an editor that saves by writing a new file and
+    /// renaming it over the old one modified the file, and `rm -r d; mkdir d`
+    /// replaced the folder's contents (each listed) but not the folder.
+    private static func merged(
+        _ changes: [StagedChange], found: [TreeItem], manifest: Manifest, tree: OwnedDescriptor, host: OwnedDescriptor?
+    ) throws(StagingError) -> [StagedChange] {
+        let deleted = Dictionary(changes.filter { $0.kind == .deleted }.map { ($0.path, $0) }, uniquingKeysWith: { first, _ in first })
+        let entries = Dictionary(manifest.entries.map { ($0.path, $0) }, uniquingKeysWith: { first, _ in first })
+        let items = Dictionary(found.map { ($0.path, $0) }, uniquingKeysWith: { first, _ in first })
+        var replaced = Set<[UInt8]>()
+        var out: [StagedChange] = []
+        for change in changes where change.kind == .added {
+            guard let gone = deleted[change.path], gone.item == change.item, let entry = entries[change.path], let item = items[change.path] else {
+                out.append(change)
+                continue
+            }
+            replaced.insert(change.path)
+            let oldMode = entry.cloneStatus.mode & 0o7777, newMode = item.status.mode & 0o7777
+            let contents: Bool
+            switch item.kind {
+            case .file: contents = try bytesDiffer(item, entry, tree: tree, host: host)
+            case .link: contents = linkText(change.path, in: tree) != host.flatMap({ linkText(change.path, in: $0) })
+            default: contents = false
+            }
+            if contents {
+                out.append(StagedChange(kind: .modified, path: change.path, from: nil, item: item.kind, contentsChanged: true, oldMode: oldMode, newMode: newMode, changedOutside: false))
+            } else if oldMode != newMode, item.kind != .link {
+                out.append(StagedChange(kind: .modeChanged, path: change.path, from: nil, item: item.kind, contentsChanged: false, oldMode: oldMode, newMode: newMode, changedOutside: false))
+            }
+        }
+        out += changes.filter { $0.kind != .added && !($0.kind == .deleted && replaced.contains($0.path)) }
+        return out
+    }
+
+    /// A link's text, its folder reached through no link.
+    static func linkText(_ path: [UInt8], in folder: OwnedDescriptor) -> [UInt8]? {
+        let (parentPath, name) = Resync.split(path)
+        guard let parent = HostItem.locate(parentPath, in: folder) else { return nil }
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        let length = name.withCString { readlinkat(parent.rawValue, $0, &buffer, Int(PATH_MAX)) }
+        guard length >= 0 else { return nil }
+        return buffer[0..<length].map { UInt8(bitPattern: $0) }
+    }
+
+    /// A file's bytes against the host's, when the host's is still what was staged; else "differ".
+    private static func bytesDiffer(_ item: TreeItem, _ entry: ManifestEntry, tree: OwnedDescriptor, host: OwnedDescriptor?) throws(StagingError) -> Bool {
+        if item.status.size != entry.host.size { return true }
+        guard let host, let original = HostItem.open(entry.path, in: host, flags: O_RDONLY),
+              let status = try? original.status(), Status(status).isUnchanged(as: entry.host) else { return true }
+        guard let staged = try? StagedFile.open(item.path, in: tree) else { return true }
+        return !sameBytes(staged, original)
+    }
+
     /// Whether a file's bytes differ from what was staged. Untouched (the
     /// clone's ctime, which no process can set, has not moved): no. A new
     /// size: yes. Otherwise the bytes are compared with the host's file when
@@ -71,10 +126,7 @@ enum ChangeList {
         guard item.kind == .file else { return false }
         if item.status.changed == entry.cloneStatus.changed { return false }
         if item.status.size != entry.cloneStatus.size { return true }
-        guard let host, let original = HostItem.open(entry.path, in: host, flags: O_RDONLY),
-              let status = try? original.status(), Status(status).isUnchanged(as: entry.host) else { return true }
-        guard let staged = try? StagedFile.open(item.path, in: tree) else { return true }
-        return !sameBytes(staged, original)
+        return try bytesDiffer(item, entry, tree: tree, host: host)
     }
 
     private static func sameBytes(_ a: OwnedDescriptor, _ b: OwnedDescriptor) -> Bool {
@@ -112,11 +164,14 @@ enum ChangeList {
 /// Items of the granted folder, reached below its descriptor through no
 /// link and across no mount.
 enum HostItem {
-    /// `path` below `folder`, opened with `flags` (O_NOFOLLOW | O_NONBLOCK
-    /// added): nil when missing or not reachable so.
+    /// The regular file at `path` below `folder`, opened with `flags`
+    /// (O_NONBLOCK added): nil when missing, not a file, or not reachable so.
     static func open(_ path: [UInt8], in folder: OwnedDescriptor, flags: CInt) -> OwnedDescriptor? {
         guard let located = locate(path, in: folder) else { return nil }
-        let fd = "/proc/self/fd/\(located.rawValue)".withCString { Glibc.open($0, flags | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC) }
+        // Through the O_PATH descriptor's own /proc link (a magic link, so
+        // no O_NOFOLLOW): the inode found below the folder, nothing else.
+        guard let status = try? located.status(), status.st_mode & S_IFMT == S_IFREG else { return nil }
+        let fd = "/proc/self/fd/\(located.rawValue)".withCString { Glibc.open($0, flags | O_NONBLOCK | O_NOCTTY | O_CLOEXEC) }
         return fd >= 0 ? OwnedDescriptor(taking: fd) : nil
     }
 
@@ -148,7 +203,7 @@ enum StagedFile {
         guard let status = try? located.status(), status.st_mode & S_IFMT == S_IFREG else {
             throw .system(step: "opening the staged", path: path, errno: .invalidArgument)
         }
-        let fd = "/proc/self/fd/\(located.rawValue)".withCString { Glibc.open($0, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC) }
+        let fd = "/proc/self/fd/\(located.rawValue)".withCString { Glibc.open($0, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC) }
         guard fd >= 0 else { throw .system(step: "opening the staged", path: path, errno: Errno(rawValue: errno)) }
         return OwnedDescriptor(taking: fd)
     }

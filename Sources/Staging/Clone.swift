@@ -20,49 +20,83 @@ enum Clone {
         let rootStatus: stat
         do { rootStatus = try host.status() } catch { throw .system(step: "reading", path: [], errno: error) }
         manifest.entries.append(ManifestEntry(path: [], kind: .folder, host: Status(rootStatus), clone: [], cloneStatus: Status(rootStatus)))
-        let owner = geteuid() == 0
-        // Each folder's context: its clone, open, and its manifest index.
-        try TreeWalk.walk(host, context: (clone: tree, index: 0)) { (entry, parent) throws(StagingError) -> (clone: OwnedDescriptor, index: Int)? in
-            let status = entry.status
-            switch entry.kind {
-            case .folder:
-                let made = entry.name.withCString { mkdirat(parent.clone.rawValue, $0, 0o700) }
-                guard made == 0 else { throw .system(step: "making the clone of", path: entry.path, errno: Errno(rawValue: errno)) }
-                let folder = try TreeWalk.openFolder(entry.name, in: parent.clone, path: entry.path)
-                manifest.entries.append(ManifestEntry(path: entry.path, kind: .folder, host: Status(status), clone: [], cloneStatus: Status(status)))
-                return (folder, manifest.entries.count - 1)
-            case .file:
-                let (clone, hostStatus) = try copyFile(entry, into: parent.clone, owner: owner)
-                manifest.entries.append(ManifestEntry(path: entry.path, kind: .file, host: hostStatus, clone: try identity(of: clone, path: entry.path), cloneStatus: try statusOf(clone, entry.path)))
-            case .link:
-                var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-                let length = entry.name.withCString { readlinkat(entry.parent, $0, &buffer, Int(PATH_MAX)) }
-                guard length >= 0 else { throw .system(step: "reading the link", path: entry.path, errno: Errno(rawValue: errno)) }
-                buffer[length] = 0
-                let made = entry.name.withCString { symlinkat(buffer, parent.clone.rawValue, $0) }
-                guard made == 0 else { throw .system(step: "making the clone of the link", path: entry.path, errno: Errno(rawValue: errno)) }
-                let link = try TreeWalk.openItem(entry.name, in: parent.clone.rawValue, path: entry.path)
-                if owner { _ = csb_chown_fd(link.rawValue, status.st_uid, status.st_gid) }
-                manifest.entries.append(ManifestEntry(path: entry.path, kind: .link, host: Status(status), clone: try identity(of: link, path: entry.path), cloneStatus: try statusOf(link, entry.path)))
-            case .special:
-                manifest.entries.append(ManifestEntry(path: entry.path, kind: .special, host: Status(status), clone: [], cloneStatus: Status(status)))
-            }
-            return nil
-        } leave: { (entry, _, context) throws(StagingError) in
-            // The folder's own bits and times once its contents are made
-            // (a 0555 folder could not have been filled otherwise).
-            let status = entry?.status ?? rootStatus
-            let path = entry?.path ?? []
-            if owner { _ = csb_chown_fd(context.clone.rawValue, status.st_uid, status.st_gid) }
-            guard fchmod(context.clone.rawValue, status.st_mode & 0o1777) == 0 else {
-                throw .system(step: "setting the mode of the clone of", path: path, errno: Errno(rawValue: errno))
-            }
-            var times = [status.st_atim, status.st_mtim]
-            _ = futimens(context.clone.rawValue, &times)
-            manifest.entries[context.index].clone = try identity(of: context.clone, path: path)
-            manifest.entries[context.index].cloneStatus = try statusOf(context.clone, path)
-        }
+        try copyContents(of: host, into: tree, status: rootStatus, prefix: [], index: 0, entries: &manifest.entries)
         return manifest
+    }
+
+    /// Copies `name` of `hostParent` (a file, link, special file or whole
+    /// folder) to the same name in `cloneParent`: the manifest entries of
+    /// what it copied, at `path` and below.
+    static func copyItem(_ name: [UInt8], from hostParent: OwnedDescriptor, into cloneParent: OwnedDescriptor, path: [UInt8]) throws(StagingError) -> [ManifestEntry] {
+        var status = stat()
+        guard name.withCString({ fstatat(hostParent.rawValue, $0, &status, AT_SYMLINK_NOFOLLOW) }) == 0 else {
+            if errno == ENOENT { return [] }
+            throw .system(step: "reading", path: path, errno: Errno(rawValue: errno))
+        }
+        var entries: [ManifestEntry] = []
+        let entry = TreeWalk.Entry(parent: hostParent.rawValue, name: name, path: path, status: status)
+        if let folder = try copy(entry, into: cloneParent, entries: &entries) {
+            let host = try TreeWalk.openFolder(name, in: hostParent, path: path)
+            try copyContents(of: host, into: folder, status: status, prefix: path, index: 0, entries: &entries)
+        }
+        return entries
+    }
+
+    /// Copies the contents of a folder, then gives its clone the folder's
+    /// bits and times (a 0555 folder could not have been filled otherwise).
+    private static func copyContents(
+        of host: OwnedDescriptor, into clone: OwnedDescriptor, status: stat, prefix: [UInt8], index: Int, entries: inout [ManifestEntry]
+    ) throws(StagingError) {
+        func joined(_ path: [UInt8]) -> [UInt8] { prefix.isEmpty ? path : prefix + [UInt8(ascii: "/")] + path }
+        try TreeWalk.walk(host, context: (clone: clone, index: index, status: status)) { (entry, parent) throws(StagingError) -> (clone: OwnedDescriptor, index: Int, status: stat)? in
+            let placed = TreeWalk.Entry(parent: entry.parent, name: entry.name, path: joined(entry.path), status: entry.status)
+            guard let folder = try copy(placed, into: parent.clone, entries: &entries) else { return nil }
+            return (folder, entries.count - 1, entry.status)
+        } leave: { (entry, _, context) throws(StagingError) in
+            try finishFolder(context.clone, like: context.status, entry: &entries[context.index], path: entry.map { joined($0.path) } ?? prefix)
+        }
+    }
+
+    /// Makes the clone of one item in `folder` and records it; a folder is
+    /// returned open (its contents and its entry's clone identity to come).
+    private static func copy(_ entry: TreeWalk.Entry, into folder: OwnedDescriptor, entries: inout [ManifestEntry]) throws(StagingError) -> OwnedDescriptor? {
+        let status = entry.status
+        let owner = geteuid() == 0
+        switch entry.kind {
+        case .folder:
+            let made = entry.name.withCString { mkdirat(folder.rawValue, $0, 0o700) }
+            guard made == 0 else { throw .system(step: "making the clone of", path: entry.path, errno: Errno(rawValue: errno)) }
+            let clone = try TreeWalk.openFolder(entry.name, in: folder, path: entry.path)
+            entries.append(ManifestEntry(path: entry.path, kind: .folder, host: Status(status), clone: [], cloneStatus: Status(status)))
+            return clone
+        case .file:
+            let (clone, hostStatus) = try copyFile(entry, into: folder, owner: owner)
+            entries.append(ManifestEntry(path: entry.path, kind: .file, host: hostStatus, clone: try identity(of: clone, path: entry.path), cloneStatus: try statusOf(clone, entry.path)))
+        case .link:
+            var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+            let length = entry.name.withCString { readlinkat(entry.parent, $0, &buffer, Int(PATH_MAX)) }
+            guard length >= 0 else { throw .system(step: "reading the link", path: entry.path, errno: Errno(rawValue: errno)) }
+            buffer[length] = 0
+            let made = entry.name.withCString { symlinkat(buffer, folder.rawValue, $0) }
+            guard made == 0 else { throw .system(step: "making the clone of the link", path: entry.path, errno: Errno(rawValue: errno)) }
+            let link = try TreeWalk.openItem(entry.name, in: folder.rawValue, path: entry.path)
+            if owner { _ = csb_chown_fd(link.rawValue, status.st_uid, status.st_gid) }
+            entries.append(ManifestEntry(path: entry.path, kind: .link, host: Status(status), clone: try identity(of: link, path: entry.path), cloneStatus: try statusOf(link, entry.path)))
+        case .special:
+            entries.append(ManifestEntry(path: entry.path, kind: .special, host: Status(status), clone: [], cloneStatus: Status(status)))
+        }
+        return nil
+    }
+
+    private static func finishFolder(_ clone: OwnedDescriptor, like status: stat, entry: inout ManifestEntry, path: [UInt8]) throws(StagingError) {
+        if geteuid() == 0 { _ = csb_chown_fd(clone.rawValue, status.st_uid, status.st_gid) }
+        guard fchmod(clone.rawValue, status.st_mode & 0o1777) == 0 else {
+            throw .system(step: "setting the mode of the clone of", path: path, errno: Errno(rawValue: errno))
+        }
+        var times = [status.st_atim, status.st_mtim]
+        _ = futimens(clone.rawValue, &times)
+        entry.clone = try identity(of: clone, path: path)
+        entry.cloneStatus = try statusOf(clone, path)
     }
 
     /// Copies one regular file, again while it changes under the copy.

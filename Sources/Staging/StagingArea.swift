@@ -190,6 +190,12 @@ public final class StagingArea: @unchecked Sendable {
         return (tree, try Manifest.decode(bytes))
     }
 
+    /// Replaces the manifest (after some changes were applied or rejected).
+    func writeManifest(_ manifest: Manifest) throws(StagingError) {
+        let current = try TreeWalk.openFolder(Array("current".utf8), in: folder, path: Array((shown + "/current").utf8))
+        try write("manifest", in: current, manifest.encoded())
+    }
+
     /// Throws every staged change away: the clone and its manifest go.
     public func discard() throws(StagingError) {
         // Renamed away first: a discard cut short leaves no half clone that counts.

@@ -1,0 +1,206 @@
+import Foundation
+import Testing
+@testable import Staging
+import Coordination
+import Grants
+import Sandbox
+import SystemKit
+import SystemPackage
+
+@Suite("Staged grants: the clone, the change list, accept and reject")
+struct StagingTests {
+    /// A vault with a bit of everything.
+    static func fill(_ home: StagingHome) {
+        #expect(StagingHome.shell("""
+            printf 'one\\n' > a.txt; printf 'two\\n' > b.txt; mkdir d e; printf x > d/x; printf y > d/y; printf z > e/z
+            ln -s a.txt link; chmod 640 b.txt
+            """, in: home.vault) == 0)
+    }
+
+    @Test func theCloneIsTheFolderAndTheFolderIsUntouched() throws {
+        let home = StagingHome()
+        Self.fill(home)
+        let before = home.snapshot()
+        let area = try home.area()
+        _ = try area.prepare(host: try home.vaultDescriptor(), as: home.staged)
+        #expect(home.snapshot(home.clonePath) == before)
+        #expect(try area.changes(host: home.vaultDescriptor()).changes.isEmpty)
+        #expect(home.snapshot() == before)
+    }
+
+    @Test func everyKindOfChangeIsListedByWhatHappened() throws {
+        let home = StagingHome()
+        Self.fill(home)
+        let area = try home.area()
+        _ = try area.prepare(host: try home.vaultDescriptor(), as: home.staged)
+        let before = home.snapshot()
+        // Deleting b.txt and making new.txt at once: ext4 hands b.txt's inode number
+        // straight to new.txt, which must still read as a deletion and an addition.
+        #expect(StagingHome.shell("""
+            printf 'more\\n' >> a.txt; rm b.txt; printf new > new.txt; mv d d2; rm -r e; mkdir e; chmod 600 d2/x
+            ln -sf new.txt link
+            """, in: home.clonePath) == 0)
+        let changes = try area.changes(host: home.vaultDescriptor()).changes
+        #expect(Set(changes.map(\.summary)) == [
+            "modified a.txt", "deleted b.txt", "added new.txt", "renamed d -> d2", "renamed d/x -> d2/x", "renamed d/y -> d2/y",
+            "deleted e/z", "modified link",
+        ])
+        #expect(changes.first { $0.summary == "renamed d/x -> d2/x" }?.newMode == 0o600)
+        #expect(changes.allSatisfy { !$0.changedOutside })
+        #expect(home.snapshot() == before, "the folder itself is untouched until accepted")
+    }
+
+    /// Editors save by writing a new file and renaming it over the old one:
+    /// a new inode at the same path is a modification, and the same bytes none.
+    @Test func aFileSavedByRenameIsModifiedNotDeletedAndAdded() throws {
+        let home = StagingHome()
+        Self.fill(home)
+        let area = try home.area()
+        _ = try area.prepare(host: try home.vaultDescriptor(), as: home.staged)
+        #expect(StagingHome.shell("printf 'one\\nsaved\\n' > .a.swp && mv .a.swp a.txt; cp -p b.txt .b && mv .b b.txt", in: home.clonePath) == 0)
+        #expect(try area.changes(host: home.vaultDescriptor()).changes.map(\.summary) == ["modified a.txt"])
+    }
+
+    @Test func acceptingAllMakesTheFolderTheCloneAndEndsTheStaging() throws {
+        let home = StagingHome()
+        Self.fill(home)
+        let area = try home.area()
+        _ = try area.prepare(host: try home.vaultDescriptor(), as: home.staged)
+        #expect(StagingHome.shell("""
+            printf 'more\\n' >> a.txt; rm b.txt; printf new > new.txt; mv d d2; rm -r e; mkdir e; printf w > e/w; chmod 600 d2/x; ln -s new.txt l2; ln -sf e/w link
+            """, in: home.clonePath) == 0)
+        let wanted = home.snapshot(home.clonePath)
+        let outcomes = try area.accept(host: try home.vaultDescriptor(), hostPath: FilePath(home.vault), savingComputer: "test")
+        #expect(outcomes.allSatisfy { $0.result == .applied }, "\(outcomes.filter { $0.result != .applied })")
+        #expect(home.snapshot() == wanted)
+        #expect(!area.hasClone, "nothing is left staged")
+    }
+
+    @Test func aFileChangedOutsideIsNeverOverwrittenAndTheStagedBytesAreAConflictVersion() throws {
+        let home = StagingHome()
+        Self.fill(home)
+        let area = try home.area()
+        _ = try area.prepare(host: try home.vaultDescriptor(), as: home.staged)
+        #expect(StagingHome.shell("printf 'from the app\\n' >> a.txt; rm b.txt", in: home.clonePath) == 0)
+        // The sync daemon (or the person) changes both meanwhile.
+        #expect(StagingHome.shell("printf 'from the daemon\\n' >> a.txt; printf 'kept\\n' >> b.txt", in: home.vault) == 0)
+        let changes = try area.changes(host: home.vaultDescriptor()).changes
+        #expect(changes.allSatisfy { $0.changedOutside })
+        let outcomes = try area.accept(host: try home.vaultDescriptor(), hostPath: FilePath(home.vault), savingComputer: "test")
+        #expect(try String(contentsOfFile: home.vault + "/a.txt", encoding: .utf8) == "one\nfrom the daemon\n")
+        #expect(try String(contentsOfFile: home.vault + "/b.txt", encoding: .utf8) == "two\nkept\n")
+        let versions = try FileVersion.unresolvedConflictVersions(of: FilePath(home.vault + "/a.txt"))
+        #expect(versions.count == 1)
+        #expect(try versions.first?.contents() == Array("one\nfrom the app\n".utf8))
+        guard case .conflict = outcomes.first(where: { $0.change.summary == "modified a.txt" })?.result else {
+            Issue.record("a.txt: \(outcomes)")
+            return
+        }
+        guard case .keptHost = outcomes.first(where: { $0.change.summary == "deleted b.txt" })?.result else {
+            Issue.record("b.txt: \(outcomes)")
+            return
+        }
+        #expect(!area.hasClone)
+    }
+
+    @Test func rejectingOnePathRestoresItAndKeepsTheRest() throws {
+        let home = StagingHome()
+        Self.fill(home)
+        let area = try home.area()
+        _ = try area.prepare(host: try home.vaultDescriptor(), as: home.staged)
+        #expect(StagingHome.shell("printf 'x\\n' >> a.txt; rm -r d; printf n > n.txt", in: home.clonePath) == 0)
+        let before = home.snapshot()
+        let rejected = try area.reject([Array("d".utf8)], host: try home.vaultDescriptor())
+        #expect(Set(rejected.map(\.change.summary)) == ["deleted d", "deleted d/x", "deleted d/y"])
+        #expect(Set(try area.changes(host: home.vaultDescriptor()).changes.map(\.summary)) == ["modified a.txt", "added n.txt"])
+        #expect(home.snapshot(home.clonePath)["d/x"] == "file 644 x")
+        let accepted = try area.accept([Array("n.txt".utf8)], host: try home.vaultDescriptor(), hostPath: FilePath(home.vault), savingComputer: "t")
+        #expect(accepted.map(\.result) == [.applied])
+        #expect(Set(try area.changes(host: home.vaultDescriptor()).changes.map(\.summary)) == ["modified a.txt"])
+        var after = before
+        after["n.txt"] = "file 644 n"
+        #expect(home.snapshot() == after)
+        #expect(throws: StagingError.self) { try area.accept([Array("nothing-here".utf8)], host: try home.vaultDescriptor(), hostPath: FilePath(home.vault), savingComputer: "t") }
+        _ = try area.reject(host: try home.vaultDescriptor())
+        #expect(!area.hasClone)
+        #expect(home.snapshot() == after)
+    }
+
+    @Test func aHostileTreeAppliesNoDeviceNoLinkOutNoSetIDAndNamesAreBytes() throws {
+        let home = StagingHome()
+        Self.fill(home)
+        let area = try home.area()
+        _ = try area.prepare(host: try home.vaultDescriptor(), as: home.staged)
+        #expect(StagingHome.shell("""
+            mkfifo fifo; ln -s /etc/passwd out; ln -s ../../x d/out2; ln -s e/z inside; printf s > suid; chmod 4755 suid
+            printf b > "$(printf 'bad\\nname\\033[31m\\377')"
+            """, in: home.clonePath) == 0)
+        let outcomes = try area.accept(host: try home.vaultDescriptor(), hostPath: FilePath(home.vault), savingComputer: "t")
+        func result(_ path: String) -> ReviewOutcome.Result? { outcomes.first { $0.change.path == Array(path.utf8) }?.result }
+        guard case .refused = result("fifo"), case .refused = result("out"), case .refused = result("d/out2") else {
+            Issue.record("\(outcomes)")
+            return
+        }
+        #expect(result("inside") == .applied)
+        #expect(result("suid") == .applied)
+        var status = stat()
+        #expect(lstat(home.vault + "/suid", &status) == 0)
+        #expect(status.st_mode & 0o7777 == 0o755, "set-id bits are never applied")
+        #expect(lstat(home.vault + "/fifo", &status) != 0)
+        #expect(lstat(home.vault + "/out", &status) != 0)
+        let odd = home.vault + "/bad\nname\u{1B}[31m"
+        let oddBytes = Array(odd.utf8) + [0xFF]
+        #expect(oddBytes.withCString { lstat($0, &status) } == 0, "a non-UTF-8 name is applied as its bytes")
+    }
+
+    @Test func aTreeTooDeepToWalkIsAClearErrorAndCanBeRejected() throws {
+        let home = StagingHome()
+        let area = try home.area()
+        _ = try area.prepare(host: try home.vaultDescriptor(), as: home.staged)
+        // 10,000 levels: a walk would need a descriptor a level; the remover needs two.
+        #expect(StagingHome.shell("python3 -c 'import os\nfor _ in range(10000): os.mkdir(\"d\"); os.chdir(\"d\")'", in: home.clonePath) == 0)
+        #expect {
+            try area.changes(host: home.vaultDescriptor())
+        } throws: { error in
+            guard case .tooDeep(_, let limit) = error as? StagingError else { return false }
+            return limit == TreeWalk.depthLimit
+        }
+        _ = try area.reject(host: try home.vaultDescriptor())
+        #expect(!area.hasClone)
+        #expect(!FileManager.default.fileExists(atPath: home.clonePath))
+    }
+
+    @Test func twoHoldersNeverShareAnArea() throws {
+        let home = StagingHome()
+        var first: StagingArea? = try home.area()
+        #expect(first != nil)
+        #expect {
+            _ = try StagingArea.open(state: home.state(), app: home.app, grant: home.grant, create: true)
+        } throws: { error in
+            if case .busy = error as? StagingError { return true }
+            return false
+        }
+        first = nil
+        #expect(try StagingArea.open(state: home.state(), app: home.app, grant: home.grant, create: true) != nil, "free again once the first is gone")
+    }
+
+    @Test func aDamagedManifestAppliesNothing() throws {
+        let home = StagingHome()
+        Self.fill(home)
+        let area = try home.area()
+        _ = try area.prepare(host: try home.vaultDescriptor(), as: home.staged)
+        #expect(StagingHome.shell("printf gone > a.txt", in: home.clonePath) == 0)
+        let manifest = home.statePath + "/staging/\(home.app.rawValue)/\(home.grant.hex)/current/manifest"
+        var text = try String(contentsOfFile: manifest, encoding: .utf8)
+        text = text.replacingOccurrences(of: " 1\n", with: " 1x\n")
+        try text.write(toFile: manifest, atomically: false, encoding: .utf8)
+        let before = home.snapshot()
+        #expect {
+            try area.accept(host: try home.vaultDescriptor(), hostPath: FilePath(home.vault), savingComputer: "t")
+        } throws: { error in
+            if case .damaged = error as? StagingError { return true }
+            return false
+        }
+        #expect(home.snapshot() == before)
+    }
+}
