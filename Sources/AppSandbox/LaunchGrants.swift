@@ -112,18 +112,21 @@ public struct LaunchGrants {
             }
             let access: GrantAccess = allowed == .readWrite ? .readWrite : .readOnly
             let issued = try pick(PickRequest(app: app, access: access, startingAt: nil, highlighted: nil), into: file, fail)
-            return try rule(for: broker.resolve(issued.bookmark, app: app), name: name, allowed: allowed, fail)
+            return try rule(for: broker.resolve(issued.bookmark, app: app), bookmark: issued.bookmark, name: name, allowed: allowed, fail)
         }
 
         var resolution = try broker.resolve(blob, app: app)
+        var current = blob
         switch (resolution.status, onStale) {
         case (.fresh, _) where !resolution.isStale:
             break
         case (.fresh, .follow), (.moved, .follow):
             // Checked before anything is written: a folder the launch would
             // refuse (protected, or not allowed) never gets a bookmark.
-            let granted = try rule(for: resolution, name: name, allowed: allowed, fail)
-            try file.replace(with: try broker.renew(resolution, app: app))
+            var granted = try rule(for: resolution, bookmark: blob, name: name, allowed: allowed, fail)
+            let renewed = try broker.renew(resolution, app: app)
+            try file.replace(with: renewed)
+            granted.bookmark = renewed
             notice(.rewritten(grant: name, message: resolution.message))
             return granted
         case (.fresh, _):
@@ -134,13 +137,14 @@ public struct LaunchGrants {
                 highlighted: resolution.currentPath?.lastComponent)
             let issued = try pick(request, into: file, fail)
             resolution = try broker.resolve(issued.bookmark, app: app)
+            current = issued.bookmark
         case (.moved, .fail):
             throw fail(.moved(message: resolution.message))
         default:
             // Replaced, missing, covered, inaccessible, revoked, wrong app and invalid are never followed.
             throw fail(.unusable(status: resolution.status, message: resolution.message))
         }
-        return try rule(for: resolution, name: name, allowed: allowed, fail)
+        return try rule(for: resolution, bookmark: current, name: name, allowed: allowed, fail)
     }
 
     /// Asks the person, grants what they chose and writes the bookmark.
@@ -151,7 +155,7 @@ public struct LaunchGrants {
     }
 
     private func rule(
-        for resolution: BookmarkResolution, name: String, allowed: Policy.PathAccess, _ fail: (LaunchGrantProblem) -> LaunchGrantError
+        for resolution: BookmarkResolution, bookmark: [UInt8], name: String, allowed: Policy.PathAccess, _ fail: (LaunchGrantProblem) -> LaunchGrantError
     ) throws -> ResolvedGrant {
         guard resolution.status == .fresh || resolution.status == .moved, let folder = resolution.folder,
               let path = resolution.currentPath, let grant = resolution.grant else {
@@ -166,7 +170,9 @@ public struct LaunchGrants {
             notice(.downgraded(grant: name, policy: policy.source, path: path))
             granted = .readOnly
         }
-        return ResolvedGrant(name: name, rule: PathRule(grant: name, path: path, descriptor: folder, access: granted), variable: "SANDBOX_GRANT_\(name)", grant: grant.id)
+        var resolved = ResolvedGrant(name: name, rule: PathRule(grant: name, path: path, descriptor: folder, access: granted), variable: "SANDBOX_GRANT_\(name)", grant: grant.id)
+        resolved.bookmark = bookmark
+        return resolved
     }
 }
 

@@ -1,6 +1,7 @@
 @preconcurrency import Glibc
 import Grants
 import Sandbox
+import Staging
 import SystemPackage
 
 /// A launch-time grant, resolved: the rule built on the descriptor that
@@ -12,6 +13,12 @@ public struct ResolvedGrant: Sendable {
     public let rule: PathRule
     public let variable: String
     public let grant: GrantID
+    /// The bookmark it was resolved from (staging keeps it, to resolve the
+    /// grant again before applying anything).
+    public internal(set) var bookmark: [UInt8]?
+    /// For a staged grant (`LaunchGrants.stage`): its staging area, locked
+    /// while this grant and the sandbox launched with it live.
+    public internal(set) var staging: StagingArea?
 
     public init(name: String, rule: PathRule, variable: String, grant: GrantID) {
         self.name = name
@@ -36,12 +43,16 @@ public final class RunningSandbox: @unchecked Sendable {
     public let process: ConfinedProcess
     private let registration: SandboxRegistration
     private let service: LiveGrantService?
+    /// The staged grants (`LaunchGrants.stage`): their areas stay locked
+    /// while this lives, and are flushed when the command ends.
+    public let stagedGrants: [ResolvedGrant]
 
-    init(plan: ConfinementPlan, process: ConfinedProcess, registration: SandboxRegistration, service: LiveGrantService?) {
+    init(plan: ConfinementPlan, process: ConfinedProcess, registration: SandboxRegistration, service: LiveGrantService?, staged: [ResolvedGrant]) {
         self.plan = plan
         self.process = process
         self.registration = registration
         self.service = service
+        stagedGrants = staged
     }
 
     /// The tree the command sees (a best-effort launch may fall back to the host view).
@@ -63,7 +74,15 @@ public final class RunningSandbox: @unchecked Sendable {
             service?.finish()
             registration.end()
         }
-        return try process.wait()
+        let termination = try process.wait()
+        // What the command wrote in a staged grant is on disk before anyone
+        // is told it is staged (every process of the sandbox has ended).
+        for grant in stagedGrants {
+            do { try grant.staging?.flush() } catch {
+                throw .setup(step: "flushing the staged changes of grant \(grant.name): \(error)", errno: .ioError)
+            }
+        }
+        return termination
     }
 }
 
@@ -124,6 +143,6 @@ extension SandboxSession {
                 session: self, app: request.app, policy: request.policy, picker: picker, registration: registration, broker: opened)
             service?.serve(process, launchGrants: Dictionary(uniqueKeysWithValues: grants.map { ($0.name, $0.grant) }))
         }
-        return RunningSandbox(plan: plan, process: process, registration: registration, service: service)
+        return RunningSandbox(plan: plan, process: process, registration: registration, service: service, staged: grants.filter { $0.staging != nil })
     }
 }

@@ -1,6 +1,7 @@
 @preconcurrency import Glibc
 @_exported import Grants
 @_exported import Sandbox
+@_exported import Staging
 import SystemPackage
 
 /// The trust boundary of sandboxed-run, owned in one place, so that the CLI

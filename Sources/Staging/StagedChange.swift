@@ -34,11 +34,14 @@ public struct StagedChange: Sendable, Equatable {
     public internal(set) var changedOutside: Bool
 
     /// The host path, for people: the folder's path and `path`.
-    public func hostPath(in folder: FilePath) -> [UInt8] {
+    public func hostPath(in folder: FilePath) -> [UInt8] { Self.hostPath(path, in: folder) }
+
+    /// `relative` (a staged path) in `folder`, as bytes.
+    public static func hostPath(_ relative: [UInt8], in folder: FilePath) -> [UInt8] {
         var bytes = folder.bytes
-        if !path.isEmpty {
+        if !relative.isEmpty {
             if bytes.last != UInt8(ascii: "/") { bytes.append(UInt8(ascii: "/")) }
-            bytes += path
+            bytes += relative
         }
         return bytes
     }

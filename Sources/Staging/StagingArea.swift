@@ -196,6 +196,33 @@ public final class StagingArea: @unchecked Sendable {
         try write("manifest", in: current, manifest.encoded())
     }
 
+    /// The staged item's bytes (a file's, at most `limit`; a link's text),
+    /// nil when there is none at `path`.
+    public func stagedBytes(_ path: [UInt8], limit: Int) throws(StagingError) -> [UInt8]? {
+        let (tree, _) = try openClone()
+        return try Self.regularFileBytes(path, in: tree, limit: limit)
+    }
+
+    /// The bytes of the file at `path` below `folder` (at most `limit`), or
+    /// a link's text; reached through no link; nil when there is neither.
+    public static func regularFileBytes(_ path: [UInt8], in folder: OwnedDescriptor, limit: Int) throws(StagingError) -> [UInt8]? {
+        guard let item = HostItem.locate(path, in: folder), let status = try? item.status() else { return nil }
+        if status.st_mode & S_IFMT == S_IFLNK { return ChangeList.linkText(path, in: folder) }
+        guard let file = HostItem.open(path, in: folder, flags: O_RDONLY) else { return nil }
+        var bytes = [UInt8](repeating: 0, count: min(limit, max(Int(status.st_size), 0) + 1))
+        var offset = 0
+        while offset < bytes.count {
+            let count = bytes.withUnsafeMutableBytes { pread(file.rawValue, $0.baseAddress! + offset, $0.count - offset, off_t(offset)) }
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw .system(step: "reading", path: path, errno: Errno(rawValue: errno))
+            }
+            if count == 0 { break }
+            offset += count
+        }
+        return Array(bytes[0..<offset])
+    }
+
     /// Throws every staged change away: the clone and its manifest go.
     public func discard() throws(StagingError) {
         // Renamed away first: a discard cut short leaves no half clone that counts.

@@ -74,6 +74,13 @@ enum Picking {
         return String(cString: cwd)
     }
 
+    /// The working directory's bytes (a name need not be UTF-8); empty when there is none.
+    static func currentDirectoryBytes() -> [UInt8] {
+        guard let cwd = getcwd(nil, 0) else { return [] }
+        defer { free(cwd) }
+        return Array(UnsafeBufferPointer(start: UnsafeRawPointer(cwd).assumingMemoryBound(to: UInt8.self), count: strlen(cwd)))
+    }
+
     /// `path` made absolute from the working directory; a usage error when
     /// there is none to start from (deleted under us), never a silent "/".
     static func absolute(_ path: String) throws(SandboxError) -> String {

@@ -64,6 +64,9 @@ struct Run: ParsableCommand {
     @Option(help: "private (default): a root holding only the container, the grants and the policy's system paths, and a network namespace of its own without a network entitlement; host: the host's tree, read-only where the rules allow, every other path visible to stat.")
     var view: FileSystemView?
 
+    @Flag(help: "Stage every change the command makes in its read-write grants: it sees a clone of each folder in its place, the folder itself is untouched until you accept (`sandboxed-run review`). On a terminal you are asked at the end. Needs the private view. As the policy key org.sandboxed-run.files.review.")
+    var review = false
+
     @Option(help: "A program that asks the person for a folder while the command runs (`$SANDBOXED_RUN open-panel` inside): run unconfined with the prompt as its argument, it prints the chosen folder's absolute path and a newline. Without it, the person is asked on the terminal the launcher relays. Needs the private view and a policy with a user-selected key.")
     var picker: String?
 
@@ -99,6 +102,7 @@ struct RunOptions {
     var superviseMetadata = false
     var view: FileSystemView = .private
     var picker: String?
+    var review = false
     var command: [String] = []
 
     /// One option: its name, whether it takes a value and may repeat, and
@@ -158,6 +162,7 @@ struct RunOptions {
             options.view = view
         },
         .value("--picker") { options, text in options.picker = text },
+        .flag("--review") { $0.review = true },
     ]
 
     /// Parses `run`'s words: options, then the command, after `--` or from
@@ -252,6 +257,10 @@ struct RunOptions {
                 trust: session.linkTrust()) }
         var resolved: [ResolvedGrant] = []
         var broker: GrantBroker?
+        let staging = review || policy.reviewChanges
+        if staging, view == .host {
+            throw SandboxError.usage("--review (or \(Policy.reviewKey)) needs the private view: a staged folder is a clone shown in the folder's place, which the host view cannot do; drop --view host")
+        }
         if !grants.isEmpty {
             let launchGrants = try Picking.launchGrants(
                 session: session, app: request.app, policy: policy, onStale: onStale ?? (Picking.hasTerminal ? .prompt : .fail),
@@ -259,8 +268,12 @@ struct RunOptions {
             broker = launchGrants.broker
             for spec in grants {
                 let (name, file) = try LaunchGrants.parse(spec)
-                resolved.append(try launchGrants.grant(name: name, bookmark: Picking.absolute(file)))
+                let grant = try launchGrants.grant(name: name, bookmark: Picking.absolute(file))
+                resolved.append(staging ? try launchGrants.stage(grant) : grant)
             }
+        }
+        if staging, !resolved.contains(where: { $0.staging != nil }) {
+            Console.notice("--review: no read-write grant to stage; the command runs as without it")
         }
         for assignment in setEnvironment {
             guard let equals = assignment.firstIndex(of: "=") else {
@@ -305,6 +318,9 @@ struct RunOptions {
         LaunchPhases.report()
         if let line = process.denials?.finish(termination) {
             Console.error(line.hasSuffix(", not explained") ? line.dropLast(", not explained".count) + "; run with --explain to see them" : line)
+        }
+        if !sandbox.stagedGrants.isEmpty, let broker {
+            try EndOfRunReview.run(sandbox.stagedReviews(broker: broker), app: app)
         }
         Glibc.exit(termination.exitCode)
     }

@@ -17,7 +17,7 @@ struct SandboxedRun: ParsableCommand {
         // Every command names itself: otherwise ArgumentParser derives each name
         // with String(describing:), a third of the launcher's start-up (callgrind).
         version: SandboxedRunVersion.description,
-        subcommands: [Run.self, Pick.self, Resolve.self, GrantsCommand.self, Container.self, Doctor.self, Append.self, OpenPanel.self, StartAccessing.self, StopAccessing.self, Coordinate.self, SyncSimulatorCommand.self, Versions.self]
+        subcommands: [Run.self, Pick.self, Resolve.self, GrantsCommand.self, Container.self, Doctor.self, Append.self, OpenPanel.self, StartAccessing.self, StopAccessing.self, Coordinate.self, SyncSimulatorCommand.self, Versions.self, Review.self]
     )
 
     /// Runs a command and turns every failure into one line on stderr and a documented exit code.
@@ -52,6 +52,9 @@ struct SandboxedRun: ParsableCommand {
             Glibc.exit(125)
         } catch let error as LaunchGrantError {
             Console.error(Hints.message(for: error))
+            Glibc.exit(125)
+        } catch let error as StagingError {
+            Console.error(error.description)
             Glibc.exit(125)
         } catch let error as GrantError {
             Console.error(Hints.message(for: error))

@@ -59,6 +59,7 @@ import Policies
             if policy.networkServer { lines.append("    policy.networkServer = true") }
             if policy.symbolicLinks { lines.append("    policy.symbolicLinks = true") }
             if policy.executeFiles { lines.append("    policy.executeFiles = true") }
+            if policy.reviewChanges { lines.append("    policy.reviewChanges = true") }
             if let ports = policy.tcpConnectPorts { lines.append("    policy.tcpConnectPorts = \(ports)") }
             if let ports = policy.tcpBindPorts { lines.append("    policy.tcpBindPorts = \(ports)") }
             lines.append("    policy.systemPaths = [")

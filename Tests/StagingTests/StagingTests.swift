@@ -204,3 +204,22 @@ struct StagingTests {
         #expect(home.snapshot() == before)
     }
 }
+
+@Suite("The review policy key")
+struct ReviewPolicyKeyTests {
+    @Test func theKeyIsABoolInEveryFormAndNothingElse() throws {
+        for flag in [true, false] {
+            let xml = """
+                <?xml version="1.0" encoding="UTF-8"?><plist version="1.0"><dict><key>org.sandboxed-run.files.review</key><\(flag)/></dict></plist>
+                """
+            #expect(try Policy(data: Array(xml.utf8), source: "x").reviewChanges == flag)
+            #expect(try Policy(data: Array("{\"org.sandboxed-run.files.review\": \(flag)}".utf8), source: "j").reviewChanges == flag)
+        }
+        #expect(try Policy(data: Array("{}".utf8), source: "j").reviewChanges == false)
+        #expect(throws: (any Error).self) { try Policy(data: Array("{\"org.sandboxed-run.files.review\": 1}".utf8), source: "j") }
+        #expect(throws: (any Error).self) { try Policy(data: Array("{\"org.sandboxed-run.files.reveiw\": true}".utf8), source: "j") }
+        for name in Policy.builtinNames {
+            #expect(Policy.builtin(named: name)?.reviewChanges == false, "\(name): no shipped policy stages by itself")
+        }
+    }
+}

@@ -58,6 +58,11 @@ public struct Policy: Equatable, Sendable {
     /// What it changes is that `execve` of a file the command wrote, or the
     /// user gave it, works: a venv's `bin/pip`, `./app` after `make`.
     public var executeFiles = false
+    /// `org.sandboxed-run.files.review`: every change the command makes in
+    /// its read-write launch grants is staged (a clone of the folder bound
+    /// in its place), and reaches the folder only when the person accepts it
+    /// (`sandboxed-run review`). As `run --review`.
+    public var reviewChanges = false
     /// `org.sandboxed-run.limits`: resource limits set, soft and hard, in the
     /// command before it starts (never above what the launcher has).
     public var limits: [ResourceLimit: UInt64] = [:]

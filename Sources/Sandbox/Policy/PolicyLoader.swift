@@ -9,6 +9,7 @@ extension Policy {
     public static let executeFilesKey = "org.sandboxed-run.files.execute"
     /// The key of `symbolicLinks`, which `--explain` names.
     public static let symbolicLinksKey = "org.sandboxed-run.files.symbolic-links"
+    public static let reviewKey = "org.sandboxed-run.files.review"
     public static let bookmarksAppScopeKey = "com.apple.security.files.bookmarks.app-scope"
 
     /// The shipped policies' names, as `--policy` takes them (the tests
@@ -209,6 +210,7 @@ extension Policy {
         networkServer = try bool("com.apple.security.network.server") ?? false
         symbolicLinks = try bool(Policy.symbolicLinksKey) ?? false
         executeFiles = try bool(Policy.executeFilesKey) ?? false
+        reviewChanges = try bool(Policy.reviewKey) ?? false
         tcpConnectPorts = try ports("org.sandboxed-run.network.tcp-connect-ports")
         tcpBindPorts = try ports("org.sandboxed-run.network.tcp-bind-ports")
         if tcpConnectPorts != nil, !networkClient {
@@ -268,7 +270,7 @@ extension Policy {
             "org.sandboxed-run.network.tcp-connect-ports", "org.sandboxed-run.network.tcp-bind-ports",
             "org.sandboxed-run.system-paths.read-execute", "org.sandboxed-run.system-paths.read-only",
             "org.sandboxed-run.system-paths.read-write", syscallsKey, limitsKey, Policy.symbolicLinksKey,
-            Policy.executeFilesKey, Policy.bookmarksAppScopeKey,
+            Policy.executeFilesKey, Policy.bookmarksAppScopeKey, Policy.reviewKey,
         ]
         for key in raw.keys.sorted() where !known.contains(key) {
             if key.hasPrefix(Policy.ownPrefix) {

@@ -1,0 +1,80 @@
+@preconcurrency import Glibc
+import AppSandbox
+import CSyscalls
+import SystemPackage
+
+/// What `run --review` says when the command has ended: the staged changes,
+/// and on a terminal the person's answer (accept, reject, a diff, or keep
+/// them staged); elsewhere how to review them later.
+enum EndOfRunReview {
+    static func run(_ reviews: [StagedReview], app: String) throws {
+        var total = 0
+        for review in reviews {
+            let changes = try review.changes()
+            total += changes.count
+            guard !changes.isEmpty else { continue }
+            Console.lines(["staged in grant \(review.staged.name) (\(Printable.path(bytes: review.path.bytes))), not applied:"]
+                + changes.prefix(200).map { "  " + Review.line($0, in: review.path) }
+                + (changes.count > 200 ? ["  ... and \(changes.count - 200) more (`sandboxed-run review list --app \(app)`)"] : []))
+        }
+        guard total > 0 else {
+            for review in reviews { _ = try? review.reject() }
+            Console.notice("--review: the command changed nothing in its staged grants")
+            return
+        }
+        let tty = open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC)
+        guard tty >= 0, isatty(0) != 0 || isatty(2) != 0 else {
+            if tty >= 0 { close(tty) }
+            Console.notice("\(total) change\(total == 1 ? " is" : "s are") staged: review with `sandboxed-run review list --app \(app)` "
+                + "(and `review diff`, `review accept`, `review reject`)")
+            return
+        }
+        defer { close(tty) }
+        while true {
+            write(tty, "Apply these changes? [a]ccept all, [r]eject all, [d]iff, [k]eep staged (default): ")
+            switch readAnswer(tty) {
+            case "a":
+                var clean = true
+                for review in reviews {
+                    for outcome in try review.accept() where outcome.result != .applied {
+                        clean = false
+                        Console.error("not applied as staged: \(Printable.path(bytes: outcome.change.hostPath(in: review.path))): \(outcome.result)")
+                    }
+                }
+                Console.notice(clean ? "accepted: the changes are in the folder, on disk" : "accepted, except what is named above")
+                return
+            case "r":
+                for review in reviews { _ = try review.reject() }
+                Console.notice("rejected: the folder is as it was")
+                return
+            case "d":
+                for review in reviews {
+                    let diff = UnifiedDiff.printable(try review.diff())
+                    diff.withUnsafeBytes { _ = Glibc.write(tty, $0.baseAddress, $0.count) }
+                }
+            default:
+                Console.notice("kept staged: `sandboxed-run review list --app \(app)` shows them again")
+                return
+            }
+        }
+    }
+
+    private static func write(_ fd: CInt, _ text: String) {
+        var text = text
+        text.withUTF8 { _ = Glibc.write(fd, $0.baseAddress, $0.count) }
+    }
+
+    /// One line from the terminal (at most 64 bytes read), its first letter lower-cased.
+    private static func readAnswer(_ fd: CInt) -> String {
+        var line: [UInt8] = []
+        var byte: UInt8 = 0
+        while line.count < 64 {
+            let count = read(fd, &byte, 1)
+            if count < 0, errno == EINTR { continue }
+            guard count == 1, byte != UInt8(ascii: "\n") else { break }
+            line.append(byte)
+        }
+        guard let first = line.first(where: { $0 != UInt8(ascii: " ") }), first < 0x80 else { return "" }
+        return String(UnicodeScalar(first)).lowercased()
+    }
+}
