@@ -143,7 +143,8 @@ static int csb_is_inode(int fd, uint64_t device, uint64_t inode) {
 static int csb_view_bind(int root, const struct csb_view_step *step, int index, int report_fd) {
     int optional = (step->flags & CSB_VIEW_OPTIONAL) != 0;
     int recursive = (step->flags & CSB_VIEW_RECURSIVE) != 0;
-    // The host's path, in the namespace this keeper copied: the launcher
+    // The host's path of what is bound (the target's own, or a staged
+    // grant's clone), in the namespace this keeper copied: the launcher
     // resolved it to its kernel name, so no link is on the way (the last
     // name is not followed; a link put on the way since leads to another
     // inode, which the comparison refuses).
@@ -172,9 +173,10 @@ static int csb_view_bind(int root, const struct csb_view_step *step, int index, 
     int result;
     if (step->flags & CSB_VIEW_NESTED) {
         // Inside an earlier bind, whose folders the app may be changing:
-        // found with no link followed, and it must be the very inode.
+        // found with no link followed, and it must be the very inode the
+        // launcher found there (a staged grant's folder, covered by its clone).
         int target = csb_open_beneath(root, step->target);
-        int here = target < 0 ? -1 : csb_is_inode(target, step->device, step->inode);
+        int here = target < 0 ? -1 : csb_is_inode(target, step->target_device, step->target_inode);
         result = here <= 0 ? -1 : move_mount(clone, "", target, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH);
         csb_close_saving_errno(target);
     } else {

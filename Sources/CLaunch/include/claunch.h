@@ -171,10 +171,12 @@ int csb_network_ahead_finish(struct csb_network_ahead *_Nonnull ahead);
 struct csb_view_step {
     int kind;                       // csb_view_step_kind
     const char *target;             // where it goes in the view ("usr", "etc/passwd")
-    const char *_Nullable source;   // BIND: the host's path; LINK: the link's text
-    uint64_t device;                // BIND, CHECK: the inode the launcher verified
+    const char *_Nullable source;   // BIND: the host's path of what is bound (the target's, or a staged grant's clone); LINK: the link's text
+    uint64_t device;                // BIND (of `source`), CHECK: the inode the launcher verified
     uint64_t inode;
     uint32_t flags;                 // csb_view_flags
+    uint64_t target_device;         // NESTED BIND: what `target` must be in the bind around it (the host's
+    uint64_t target_inode;          // inode there; not `source`'s for a staged grant)
 };
 
 enum csb_view_step_kind {
@@ -190,7 +192,7 @@ enum csb_view_flags {
     CSB_VIEW_RECURSIVE = 2,   // BIND: with the mounts beneath it (a folder)
     CSB_VIEW_DEVICE = 4,      // BIND: a device node (no nodev)
     CSB_VIEW_OPTIONAL = 8,    // BIND: skipped when the name leads elsewhere now (the launcher's own files)
-    CSB_VIEW_NESTED = 16,     // BIND: `target` lies inside an earlier bind and must be device/inode too
+    CSB_VIEW_NESTED = 16,     // BIND: `target` lies inside an earlier bind and must be target_device/target_inode
     CSB_VIEW_REVOCABLE = 32,  // BIND: a grant: the attached mount goes to the launcher (CSB_KEEPER_VIEW_GRANT), which may detach it
 };
 

@@ -32,7 +32,9 @@ extension ConfinementPlan {
                 process.running = runtime.running
                 return process
             case .viewUnavailable(let reason):
-                guard view == .private, request.compatibility == .bestEffort else { throw .viewUnavailable(reason) }
+                guard view == .private, request.compatibility == .bestEffort, !holdsStagedGrant else {
+                    throw .viewUnavailable(reason + (holdsStagedGrant ? Self.stagedNeedsView : ""))
+                }
                 notice = reason
                 view = .host
             case .readOnlyRefused, .namespacesRefused:

@@ -76,6 +76,9 @@ public final class ConfinementPlan: @unchecked Sendable {
     public let servesLiveGrants: Bool
     /// The view a launch starts in (a best-effort one may still fall back to the host view).
     public var plannedView: FileSystemView { viewPlan != nil ? .private : .host }
+    /// Whether a grant is staged (`PathRule.staged`): the launch then runs
+    /// in the private view or not at all, never falling back to the host view.
+    let holdsStagedGrant: Bool
     /// The launch-time grants (by name) that get a mount of their own in the
     /// private view, which a revocation takes away while the command runs.
     public var revocableLaunchGrants: [String] { viewPlan?.revocableBinds.flatMap(\.grants) ?? [] }
@@ -120,19 +123,27 @@ public final class ConfinementPlan: @unchecked Sendable {
         LaunchPhases.mark("environment")
         let systemPaths = Self.openSystemPaths(policy) + (launcher?.rules ?? [])
         LaunchPhases.mark("system paths opened")
+        // A staged grant is checked at the granted folder (what it exposes
+        // the place of), its clone on its own: the one rule that may show
+        // the sandbox something of the broker's state.
         try Self.checkNothingProtected(systemPaths: systemPaths, grants: request.folders, policy: policy, protected: request.protectedFolders)
         try Self.checkNothingReplaced(folders)
+        holdsStagedGrant = request.folders.contains { $0.staged != nil }
+        if holdsStagedGrant {
+            try Self.checkStaged(request.folders, view: request.view, containerBase: request.containerBase, protected: request.protectedFolders)
+        }
         LaunchPhases.mark("protected folders checked")
-        readableRoots = systemPaths.map(\.descriptor) + folders.map(\.descriptor)
+        // What the command reaches: a staged grant's clone, not the folder.
+        readableRoots = systemPaths.map(\.exposed) + folders.map(\.exposed)
         // The same rights whatever the command's stdout is: a read-write
         // system path is as writable under read-only mounts (bound writable)
         // as under the supervisor (a writable root). Device nodes are never
         // the command's to chmod: their mount stays read-only.
         let writable = (folders + systemPaths).filter { rule in
-            guard rule.access == .readWrite, let status = try? rule.descriptor.status() else { return false }
+            guard rule.access == .readWrite, let status = try? rule.exposed.status() else { return false }
             return status.isDirectory || status.isRegularFile
         }
-        writableRoots = writable.map(\.descriptor)
+        writableRoots = writable.map(\.exposed)
         writablePaths = writable.map(\.path)
         privateNetwork = wantsPrivateNetwork
         self.networkAhead = networkAhead
@@ -152,7 +163,10 @@ public final class ConfinementPlan: @unchecked Sendable {
             } else {
                 do { plannedView = try ViewPlan(rules: systemPaths + folders) } catch { unavailable = error.reason }
             }
-            if let unavailable, request.compatibility == .hardRequirement { throw .viewUnavailable(unavailable) }
+            // A staged grant never runs in the host view, where the command would find the folder itself.
+            if let unavailable, request.compatibility == .hardRequirement || holdsStagedGrant {
+                throw .viewUnavailable(unavailable + (holdsStagedGrant ? Self.stagedNeedsView : ""))
+            }
         }
         viewPlan = plannedView
         viewUnavailable = unavailable
@@ -166,7 +180,8 @@ public final class ConfinementPlan: @unchecked Sendable {
                 throw error == .fileNameTooLong ? .workingDirectoryTooLong(FilePath(requested)) : .setup(step: "opening \(requested)", errno: error)
             }
             let reachable: Bool
-            do { reachable = try Ancestry.isBeneath(folder, anyOf: readableRoots) } catch {
+            // Named as the user knows it: a staged grant by its folder (the clone is found at its path).
+            do { reachable = try Ancestry.isBeneath(folder, anyOf: systemPaths.map(\.descriptor) + folders.map(\.descriptor)) } catch {
                 throw .setup(step: "checking the working directory \(requested)", errno: error)
             }
             guard reachable, (try? folder.status().isDirectory) == true else {
@@ -392,7 +407,7 @@ public final class ConfinementPlan: @unchecked Sendable {
         do {
             let ruleset = try LandlockRuleset(files: .handled(byABI: abi), network: network, scope: scope)
             for folder in folders {
-                try ruleset.allow(policy.landlockAccess(for: folder).subtracting(refer ? [] : .refer), beneath: folder.descriptor)
+                try ruleset.allow(policy.landlockAccess(for: folder).subtracting(refer ? [] : .refer), beneath: folder.exposed)
             }
             if network.contains(.connectTCP) {
                 for port in policy.tcpConnectPorts ?? [] { try ruleset.allow(.connectTCP, port: port) }
@@ -473,19 +488,66 @@ public final class ConfinementPlan: @unchecked Sendable {
             do { _ = try Ancestry.isBeneath(rule.descriptor, anyOf: []) } catch { reason = error }
             let problem = "whether '\(Printable.path(rule.path))' holds or lies inside sandboxed-run's own \(Printable.path(protected[place])) "
                 + "could not be checked, because the folders above it could not be walked from it (\(reason))"
-            if let name = rule.grantName {
-                throw .usage("grant \(name): \(problem): let this user search it (chmod u+x), or pick another folder")
+            if rule.grantName != nil {
+                throw .usage("\(rule.shownName): \(problem): let this user search it (chmod u+x), or pick another folder")
             }
             throw .setup(step: problem, errno: reason)
         case .overlap(let item, let place)?:
             let rule = rules[item]
             let problem = "'\(Printable.path(rule.path))' would expose sandboxed-run's own \(Printable.path(protected[place])) "
                 + "(the broker's keys and ledger, or the app containers) to the sandbox"
-            if let name = rule.grantName {
-                throw .usage("grant \(name): \(problem): grant a folder that neither holds nor lies inside it")
+            if rule.grantName != nil {
+                throw .usage("\(rule.shownName): \(problem): grant a folder that neither holds nor lies inside it")
             }
             let key = "org.sandboxed-run.system-paths.\(rule.access.rawValue)"
             throw .policy(PolicyError(file: policy.source, key: key, problem: problem + ": list narrower paths"))
+        }
+    }
+
+    /// Why a launch with a staged grant stops rather than run in the host view.
+    static let stagedNeedsView = "; a staged grant needs the private view (the host view would show the command the folder itself), "
+        + "so this launch does not run in the host view"
+
+    /// Staged grants: the host view cannot put a clone in a folder's place,
+    /// and each clone must be a folder apart from its granted folder (the
+    /// command would change the folder through it, or see its clone) and
+    /// from every protected folder but the one it lies in: it may hold
+    /// none, nor lie among the app containers.
+    private static func checkStaged(_ grants: [PathRule], view: FileSystemView, containerBase: String, protected: [String]) throws(SandboxError) {
+        let staged = grants.filter { $0.staged != nil }
+        if view == .host, let first = staged.first {
+            throw .usage("\(first.shownName): a staged grant needs the private view, which puts its clone in the folder's place "
+                + "(the host view would show the command the folder itself): run it with --view private")
+        }
+        let guarded = ([containerBase] + protected).map { path in (try? syscallRetrying { csb_open_path(AT_FDCWD, path, 1) }).map(OwnedDescriptor.init(taking:)) }
+        var guardedChains: [[InodeIdentity]?] = []
+        for folder in guarded {
+            guard let folder else { guardedChains.append(nil); continue }
+            do { guardedChains.append(try Ancestry.chain(of: folder)) } catch { throw .setup(step: "checking where the staged grants' clones lie", errno: error) }
+        }
+        for rule in staged {
+            guard let clone = rule.staged else { continue }
+            guard (try? rule.descriptor.status())?.isDirectory == true, (try? clone.status())?.isDirectory == true else {
+                throw .usage("\(rule.shownName): only a folder can be staged, into a folder (its clone)")
+            }
+            let cloneChain: [InodeIdentity], folderChain: [InodeIdentity]
+            do {
+                cloneChain = try Ancestry.chain(of: clone)
+                folderChain = try Ancestry.chain(of: rule.descriptor)
+            } catch {
+                throw .setup(step: "checking where the clone of \(rule.shownName) lies", errno: error)
+            }
+            if Ancestry.overlaps(cloneChain, folderChain) {
+                throw .usage("\(rule.shownName): its clone and '\(Printable.path(rule.path))' lie one in the other: the clone must be a folder apart")
+            }
+            for (index, chain) in guardedChains.enumerated() {
+                guard let chain else { continue }
+                // The containers (index 0): neither in nor around them. Any other: not around it.
+                if chain.contains(cloneChain[0]) || (index == 0 && cloneChain.contains(chain[0])) {
+                    let place = index == 0 ? containerBase : protected[index - 1]
+                    throw .usage("\(rule.shownName): its clone would expose sandboxed-run's own \(Printable.path(place)) to the sandbox")
+                }
+            }
         }
     }
 

@@ -5,7 +5,8 @@ import SystemPackage
 /// folder), the launcher's own executable, the app's container, a user's
 /// grant, or a mount of the sandbox's own. It holds the O_PATH fd that was
 /// verified, and the Landlock rule is added through that very fd, so nothing
-/// can swap the path between check and confinement.
+/// can swap the path between check and confinement. A staged grant's rules
+/// go to its clone instead (see `staged`).
 public struct PathRule: Sendable {
     /// Where a rule comes from: what a message or a check says of it.
     public enum Origin: Sendable, Equatable {
@@ -28,10 +29,31 @@ public struct PathRule: Sendable {
     let folder: OwnedDescriptor?
     /// What fstat said of `descriptor` when it was opened, when it was asked.
     let inode: Ancestry.Inode?
+    /// A staged grant's clone (a folder, opened O_PATH): the command finds
+    /// it at `path`, in the granted folder's place, and every rule of the
+    /// grant binds to it, so its changes wait there for review and the
+    /// folder itself stays untouched. Private view only. `descriptor` is
+    /// still the granted folder: what the protected-folder and place checks
+    /// judge. Nil for anything else; only a grant can be staged.
+    public let staged: OwnedDescriptor?
 
     /// A user's grant.
     public init(grant name: String, path: FilePath, descriptor: OwnedDescriptor, access: Policy.PathAccess) {
         self.init(origin: .grant(name), path: path, descriptor: descriptor, access: access)
+    }
+
+    /// A user's grant, staged: the command works on `clone` at `path`.
+    /// `clone` may lie in the broker's state (its one way into a sandbox),
+    /// but must not hold any protected folder, nor the granted folder.
+    /// The one initializer that sets `staged`: no other origin can have it.
+    public init(grant name: String, path: FilePath, descriptor: OwnedDescriptor, access: Policy.PathAccess, stagedIn clone: OwnedDescriptor) {
+        origin = .grant(name)
+        self.path = path
+        self.descriptor = descriptor
+        self.access = access
+        folder = nil
+        inode = nil
+        staged = clone
     }
 
     init(origin: Origin, path: FilePath, descriptor: OwnedDescriptor, access: Policy.PathAccess, folder: OwnedDescriptor? = nil, inode: Ancestry.Inode? = nil) {
@@ -41,7 +63,12 @@ public struct PathRule: Sendable {
         self.access = access
         self.folder = folder
         self.inode = inode
+        staged = nil
     }
+
+    /// What the command reaches at `path`, and what the rule's Landlock
+    /// rights and the supervisor's roots bind to: the clone of a staged grant.
+    var exposed: OwnedDescriptor { staged ?? descriptor }
 
     /// The grant's name, nil for any other origin.
     public var grantName: String? {
@@ -55,7 +82,7 @@ public struct PathRule: Sendable {
         case .system, .launcher: "the policy's system path \(Printable.path(path))"
         case .container: "the app's container"
         case .namespace: "the sandbox's own \(Printable.path(path))"
-        case .grant(let name): "grant \(name)"
+        case .grant(let name): staged == nil ? "grant \(name)" : "grant \(name) (staged)"
         }
     }
 }

@@ -57,12 +57,20 @@ final class NetworkNamespaceAhead: Sendable {
 /// Files are bound one by one, so a file the host replaces atomically keeps
 /// the inode it had at launch; a policy that lists the file's folder gets
 /// the folder (and what replaces the file).
+///
+/// A staged grant's place shows its clone instead, bound from where the
+/// clone lies (in the broker's state, which the view never holds), always
+/// as a mount of its own. Nothing else may share or lie inside that place:
+/// it would stand for the folder, which the command does not see there.
 struct ViewPlan {
     struct Step {
         let kind: csb_view_step_kind
         let target: [UInt8]
         var source: [UInt8]? = nil
         var identity: InodeIdentity? = nil
+        /// A NESTED bind: what is at `target` in the bind around it (the
+        /// host's inode there; a staged grant's `identity` is its clone's).
+        var targetIdentity: InodeIdentity? = nil
         var flags: UInt32 = 0
         /// BIND of a mount of its own for grants only: their names (the
         /// keeper sends the mount, which is detached once all are revoked).
@@ -91,7 +99,14 @@ struct ViewPlan {
     /// One thing to place: a rule's descriptor, at its kernel name.
     private struct Entry {
         let components: [[UInt8]]
+        /// What the view shows there: the host's inode, or a staged grant's clone.
         let identity: InodeIdentity
+        /// The host's inode at `components`: `identity` but for a staged grant.
+        let hostIdentity: InodeIdentity
+        /// A staged grant's clone, by its kernel name: bound from there.
+        let source: [UInt8]?
+        /// For messages: the first rule placed here.
+        let shown: String
         let isDirectory: Bool
         let isDevice: Bool
         var writable: Bool
@@ -130,19 +145,38 @@ struct ViewPlan {
             }
             return Self.kernelName(of: descriptor, identity: status.inodeIdentity, given: given)
         }
-        func add(_ descriptor: OwnedDescriptor, given: [UInt8]?, folder: OwnedDescriptor? = nil, writable: Bool, optional: Bool,
-                 grant: String? = nil, shown: @autoclosure () -> String) throws(Unavailable) {
+        func add(_ descriptor: OwnedDescriptor, given: [UInt8]?, folder: OwnedDescriptor? = nil, staged: OwnedDescriptor? = nil, writable: Bool,
+                 optional: Bool, grant: String? = nil, shown: @autoclosure () -> String) throws(Unavailable) {
             guard let status = try? descriptor.status(), let real = name(of: descriptor, status: status, given: given, folder: folder),
                   let components = Self.components(real) else {
                 if optional { return }
                 throw Unavailable(reason: "\(shown()) has no path the view could hold it at (deleted, or not reachable from /)")
             }
+            // A staged grant: the clone, found by its kernel name (no link on the way), shown in the folder's place.
+            var source: [UInt8]?
+            var shownStatus = status
+            if let staged {
+                guard let cloneStatus = try? staged.status(), cloneStatus.isDirectory, let cloneName = FilePath.pathBytes(ofDescriptor: staged.rawValue),
+                      Self.components(cloneName) != nil else {
+                    throw Unavailable(reason: "the clone of \(shown()) has no path the view could bind it from (deleted, or not reachable from /)")
+                }
+                source = cloneName
+                shownStatus = cloneStatus
+            }
             let kind = status.st_mode & S_IFMT
             let entry = Entry(
-                components: components, identity: status.inodeIdentity, isDirectory: kind == S_IFDIR,
-                isDevice: kind == S_IFCHR || kind == S_IFBLK, writable: writable && kind != S_IFCHR && kind != S_IFBLK, optional: optional,
-                grants: grant.map { [$0] } ?? [], others: grant == nil)
+                components: components, identity: shownStatus.inodeIdentity, hostIdentity: status.inodeIdentity, source: source, shown: shown(),
+                isDirectory: kind == S_IFDIR, isDevice: kind == S_IFCHR || kind == S_IFBLK, writable: writable && kind != S_IFCHR && kind != S_IFBLK,
+                optional: optional, grants: grant.map { [$0] } ?? [], others: grant == nil)
             if let index = entries.firstIndex(where: { $0.components == components }) {
+                if entries[index].source != nil || source != nil {
+                    // The same place as a staged grant: it would stand for the folder, the clone is shown there.
+                    guard entries[index].source == source, entries[index].identity == entry.identity else {
+                        let (stagedOne, other) = source != nil ? (entry.shown, entries[index].shown) : (entries[index].shown, entry.shown)
+                        throw Unavailable(reason: "\(other) is the folder of \(stagedOne), whose place shows its clone: "
+                            + "stage every grant of a folder, or none")
+                    }
+                }
                 guard entries[index].identity == entry.identity else {
                     throw Unavailable(reason: "\(Printable.path(bytes: real)) changed while the launch was checking it")
                 }
@@ -158,8 +192,8 @@ struct ViewPlan {
         for rule in rules {
             var grant: String?
             if case .grant(let name) = rule.origin { grant = name }
-            try add(rule.descriptor, given: rule.path.bytes, folder: rule.folder, writable: rule.access == .readWrite, optional: rule.origin == .launcher,
-                    grant: grant, shown: rule.shownName)
+            try add(rule.descriptor, given: rule.path.bytes, folder: rule.folder, staged: rule.staged, writable: rule.access == .readWrite,
+                    optional: rule.origin == .launcher, grant: grant, shown: rule.shownName)
         }
         // The minimal /dev: the host's nodes, each checked to be the device it names.
         for device in Self.devices {
@@ -237,7 +271,7 @@ struct ViewPlan {
     }
 
     /// Entries placed so far: whether each is bound (and how), by its names.
-    private var placed: [(components: [[UInt8]], writable: Bool, isDirectory: Bool)] = []
+    private var placed: [(components: [[UInt8]], writable: Bool, isDirectory: Bool, staged: String?)] = []
     /// Folders of the keeper's tmpfs made by a step, by their names.
     private var folders: Set<[UInt8]> = []
     private var binds: [Step] = []
@@ -252,6 +286,11 @@ struct ViewPlan {
             }
         }
         return best.map { ($0.writable, $0.isDirectory, $0.equal) }
+    }
+
+    /// The staged grant (as shown) whose place holds `components`, if any: there the view shows its clone.
+    private func enclosingStagedGrant(_ components: [[UInt8]]) -> String? {
+        placed.first { $0.staged != nil && $0.components.count < components.count && components.starts(with: $0.components) }?.staged
     }
 
     /// Makes the keeper's folders down to (not including) the last of `components`.
@@ -272,12 +311,20 @@ struct ViewPlan {
             if entry.isDevice { flags |= UInt32(CSB_VIEW_DEVICE.rawValue) }
             if entry.optional { flags |= UInt32(CSB_VIEW_OPTIONAL.rawValue) }
             var effectiveWritable = entry.writable
+            if let staged = enclosingStagedGrant(entry.components) {
+                // Inside a clone: the path names the clone's copy, not what
+                // this rule stands for. The launcher's own files are left as found.
+                if entry.optional { continue }
+                throw Unavailable(reason: "\(entry.shown) lies inside the folder of \(staged), whose place shows its clone: "
+                    + "grant folders apart, or stage the outer one alone")
+            }
             if let outer = enclosingBind(entry.components) {
                 // Inside another bind: there already, with that bind's flags.
                 // Bound again only to be writable (or a device) where the
-                // outer one is not; the launcher's own files are left as found.
+                // outer one is not, or to show a staged grant's clone; the
+                // launcher's own files are left as found.
                 if entry.optional { continue }
-                if entry.writable && !outer.writable || entry.isDevice {
+                if entry.writable && !outer.writable || entry.isDevice || entry.source != nil {
                     binds.append(Self.bind(target, entry, flags: flags | UInt32(CSB_VIEW_NESTED.rawValue)))
                 } else {
                     binds.append(Step(kind: CSB_VIEW_CHECK, target: target, identity: entry.identity))
@@ -293,7 +340,7 @@ struct ViewPlan {
                 }
                 binds.append(Self.bind(target, entry, flags: flags))
             }
-            placed.append((entry.components, effectiveWritable, entry.isDirectory))
+            placed.append((entry.components, effectiveWritable, entry.isDirectory, entry.source != nil ? entry.shown : nil))
         }
         // Every folder, file and link of the keeper's tmpfs first, then the
         // binds, parents first: nothing is ever made inside a bind.
@@ -306,8 +353,9 @@ struct ViewPlan {
     /// the same flags (a CHECK) shares that bind's mount and is not.
     private static func bind(_ target: [UInt8], _ entry: Entry, flags: UInt32) -> Step {
         let revocable = !entry.grants.isEmpty && !entry.others
-        return Step(kind: CSB_VIEW_BIND, target: target, source: [UInt8(ascii: "/")] + target, identity: entry.identity,
-                    flags: flags | (revocable ? UInt32(CSB_VIEW_REVOCABLE.rawValue) : 0), grants: revocable ? entry.grants : [])
+        return Step(kind: CSB_VIEW_BIND, target: target, source: entry.source ?? [UInt8(ascii: "/")] + target, identity: entry.identity,
+                    targetIdentity: entry.hostIdentity, flags: flags | (revocable ? UInt32(CSB_VIEW_REVOCABLE.rawValue) : 0),
+                    grants: revocable ? entry.grants : [])
     }
 
     /// The grants each revocable bind holds, by the index of its step.
@@ -392,7 +440,8 @@ struct ViewPlan {
         let cSteps = steps.map { step in
             csb_view_step(
                 kind: CInt(step.kind.rawValue), target: image.string(step.target), source: step.source.map { image.string($0) },
-                device: step.identity?.device ?? 0, inode: step.identity?.inode ?? 0, flags: step.flags)
+                device: step.identity?.device ?? 0, inode: step.identity?.inode ?? 0, flags: step.flags,
+                target_device: step.targetIdentity?.device ?? 0, target_inode: step.targetIdentity?.inode ?? 0)
         }
         keeper.view_steps = image.array(cSteps)
         keeper.view_steps_count = CInt(cSteps.count)

@@ -60,7 +60,7 @@ struct ReparentingLayers {
         for rule in rules where rule.access == .readWrite {
             // What fstat said when the rule was opened, if it was asked (the system paths).
             let inode: Ancestry.Inode
-            if let known = rule.inode { inode = known } else { inode = Ancestry.Inode(try rule.descriptor.status()) }
+            if let known = rule.inode { inode = known } else { inode = Ancestry.Inode(try rule.exposed.status()) }
             guard inode.isDirectory, !distinct.contains(where: { $0.identity == inode.identity }) else { continue }
             distinct.append((rule, inode.identity))
         }
@@ -80,7 +80,7 @@ struct ReparentingLayers {
             for kept in distinct {
                 let layer = try LandlockRuleset(files: [.refer, .ioctlDev], network: [], scope: [])
                 for folder in distinct {
-                    try layer.allow(folder.identity == kept.identity ? [.refer, .ioctlDev] : .refer, beneath: folder.rule.descriptor)
+                    try layer.allow(folder.identity == kept.identity ? [.refer, .ioctlDev] : .refer, beneath: folder.rule.exposed)
                 }
                 built.append(layer)
             }

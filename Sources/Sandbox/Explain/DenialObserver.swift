@@ -43,7 +43,7 @@ final class DenialObserver {
 
     init(rules: [PathRule], policy: Policy, containerRoot: String, reporter: DenialReporter, reparenting: ReparentingLayers?) {
         ruleRoots = rules.compactMap { rule in
-            (try? rule.descriptor.status()).map {
+            (try? rule.exposed.status()).map {
                 Root(rule: rule, identity: $0.inodeIdentity, isDirectory: $0.isDirectory, rights: policy.landlockAccess(for: rule))
             }
         }
@@ -586,7 +586,7 @@ final class DenialObserver {
                 if operation == .execute {
                     return "is in grant \(name), and policy \(policyName) lets the command execute no file in its grants or container (\(Policy.executeFilesKey))"
                 }
-                return "is in grant \(name), which is \(rule.access.rawValue); grant it read-write to allow this"
+                return "is in \(rule.shownName), which is \(rule.access.rawValue); grant it read-write to allow this"
             }
         }
         let text = String(decoding: path, as: UTF8.self)

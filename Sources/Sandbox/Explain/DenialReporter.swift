@@ -197,9 +197,9 @@ public enum DenialLog {
             if error == .fileNameTooLong { throw .denialLog(nil, PathLimit.exceeded + "; put it in a folder with a shorter path") }
             throw .setup(step: "checking where the denials log lies", errno: error)
         }
+        // A staged grant's folder too: its clone's changes may be applied there.
         for root in roots {
-            guard let identity = try? root.descriptor.status().inodeIdentity else { continue }
-            if chain.contains(identity) {
+            for identity in [root.descriptor, root.staged].compactMap({ try? $0?.status().inodeIdentity }) where chain.contains(identity) {
                 let place = root.shownName
                 throw .denialLog(nil, "the file lies in \(place), which the sandbox can reach: the command could rewrite its own log; put it outside")
             }
