@@ -33,7 +33,7 @@ public struct ReviewOutcome: Sendable, Equatable {
 extension StagingArea {
     /// The changes `selection` names (all when nil): a path selects the
     /// change at it, a rename from it, and everything below it.
-    static func select(_ changes: [StagedChange], _ selection: [[UInt8]]?) throws(StagingError) -> [StagedChange] {
+    public static func select(_ changes: [StagedChange], _ selection: [[UInt8]]?) throws(StagingError) -> [StagedChange] {
         guard let selection else { return changes }
         var chosen: [StagedChange] = []
         for path in selection {

@@ -19,6 +19,10 @@ public struct StagedGrant: Sendable, Equatable {
 
     static let header = "sandboxed-run-staged-grant 1"
 
+    public init(app: AppID, grant: GrantID, name: String, path: FilePath, bookmark: [UInt8]) {
+        (self.app, self.grant, self.name, self.path, self.bookmark) = (app, grant, name, path, bookmark)
+    }
+
     func encoded() -> [UInt8] {
         Array("\(Self.header)\napp \(app.rawValue)\ngrant \(grant.hex)\nname \(name)\npath \(Printable.hex(path.bytes))\nbookmark \(Printable.hex(bookmark))\n".utf8)
     }
