@@ -96,9 +96,13 @@ extension SandboxSession {
     /// report there). `command`: the command line as given, as bytes, for
     /// the record (default: the request's). `broker`: the one to use for
     /// this launch, when the caller has one open already (`LaunchGrants.broker`).
+    /// `reviewing`: the launch stages its read-write grants (true whenever
+    /// one of `grants` is staged): a folder attached while it runs (an open
+    /// panel, a bookmark the command starts accessing) is then read-only,
+    /// since only launch grants are staged and nothing may be written unseen.
     public func launch(
         _ request: LaunchRequest, grants: [ResolvedGrant] = [], picker: AskpassPicker? = nil, broker: GrantBroker? = nil,
-        command: [[UInt8]]? = nil, planned: (ConfinementPlan) throws -> Void = { _ in }
+        command: [[UInt8]]? = nil, reviewing: Bool = false, planned: (ConfinementPlan) throws -> Void = { _ in }
     ) throws -> RunningSandbox {
         var request = request
         for granted in grants {
@@ -139,8 +143,12 @@ extension SandboxSession {
         try registration.settle(view: process.view, takenAway: Set(grants.filter { cut.contains($0.name) }.map(\.grant)))
         var service: LiveGrantService?
         if process.liveGrants != nil || !grants.isEmpty {
+            var livePolicy = request.policy
+            if reviewing || grants.contains(where: { $0.staging != nil }), livePolicy.userSelectedAccess == .readWrite {
+                livePolicy.userSelectedAccess = .readOnly
+            }
             service = LiveGrantService(
-                session: self, app: request.app, policy: request.policy, picker: picker, registration: registration, broker: opened)
+                session: self, app: request.app, policy: livePolicy, picker: picker, registration: registration, broker: opened)
             service?.serve(process, launchGrants: Dictionary(uniqueKeysWithValues: grants.map { ($0.name, $0.grant) }))
         }
         return RunningSandbox(plan: plan, process: process, registration: registration, service: service, staged: grants.filter { $0.staging != nil })

@@ -292,7 +292,7 @@ struct RunOptions {
         ConfinedProcess.holdTerminationSignals()
         let sandbox = try session.launch(
             request, grants: resolved, picker: picker.map(AskpassPicker.init(program:)), broker: broker,
-            command: RawArguments.command() ?? command.map { Array($0.utf8) }
+            command: RawArguments.command() ?? command.map { Array($0.utf8) }, reviewing: staging
         ) { plan in
             if report || !plan.report.missing.isEmpty {
                 Console.lines(plan.report.text.split(separator: "\n").map(String.init))
