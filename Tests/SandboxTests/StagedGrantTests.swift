@@ -177,6 +177,50 @@ import CLaunch
         #expect(rule.shownName == "grant WORK (staged)")
     }
 
+    /// `--explain` finds the rule by the clone, which the command reaches, and says the grant is staged.
+    @Test func aDeniedWriteIsExplainedAsInTheStagedGrant() throws {
+        let staged = try Staged()
+        let explained = staged.scratch.path + "/.explained"
+        let fd = open(explained, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        defer { close(fd) }
+        let outcome = try staged.run(["/bin/sh", "-c", "echo new >> \"$1/a.txt\"", "sh", staged.folder], rule: try staged.rule(access: .readOnly)) {
+            $0.explainDenials = fd
+        }
+        #expect(outcome.termination != .exited(0))
+        #expect(Self.read(explained)?.contains(
+            "write denied: \(staged.folder)/a.txt: is in grant WORK (staged), which is read-only; grant it read-write to allow this") == true,
+            "\(Self.read(explained) ?? "")")
+        #expect(Self.read(staged.clone + "/a.txt") == "alpha\n" && Self.read(staged.folder + "/a.txt") == "alpha\n")
+    }
+
+    /// The grant named through a link: the view makes the link, and checks
+    /// that following it leads to what it shows there, the clone.
+    @Test func aStagedGrantNamedThroughALink() throws {
+        let staged = try Staged()
+        let alias = staged.scratch.path + "/alias"
+        #expect(symlink("work", alias) == 0)
+        let rule = PathRule(grant: "WORK", path: FilePath(alias), descriptor: try ConfinementPlan.openFolder(alias), access: .readWrite,
+                            stagedIn: try ConfinementPlan.openFolder(staged.clone))
+        let before = Self.tree(staged.folder)
+        let outcome = try staged.run(["/bin/sh", "-c", "echo new > \"$1/new.txt\" && cat \"$1/new.txt\"", "sh", alias], rule: rule)
+        #expect(outcome.termination == .exited(0) && outcome.output == ["new"], "\(outcome.stderr)")
+        #expect(Self.read(staged.clone + "/new.txt") == "new\n" && Self.tree(staged.folder) == before)
+    }
+
+    /// A denials log the command could reach through the clone would be its to rewrite.
+    @Test func aDenialsLogInTheCloneIsRefused() throws {
+        let staged = try Staged()
+        let fd = open(staged.clone + "/denials.jsonl", O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
+        try #require(fd >= 0)
+        let log = OwnedDescriptor(taking: fd)
+        #expect {
+            try staged.run(["/bin/true"]) { $0.denialLog = log }
+        } throws: { error in
+            guard case .denialLog(_, let problem) = error as? SandboxError else { return false }
+            return problem.contains("grant WORK (staged)")
+        }
+    }
+
     @Test func theHostViewIsRefused() throws {
         let staged = try Staged()
         for compatibility in [CompatibilityLevel.hardRequirement, .bestEffort] {

@@ -9,7 +9,7 @@ extension ConfinementPlan {
     /// reported as a `SandboxError`. Where the private view cannot be built
     /// (the kernel refuses the namespaces or a mount in them), the launch
     /// stops with `.viewUnavailable`, or under best effort runs in the host
-    /// view (`ConfinedProcess.viewNotice` says why).
+    /// view (`ConfinedProcess.viewNotice` says why), never with a staged grant.
     public func launch() throws(SandboxError) -> ConfinedProcess {
         // What runs with this launch is made here, not in the plan: a plan
         // stays a value that may be launched again (each launch gets its own

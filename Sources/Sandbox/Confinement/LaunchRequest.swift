@@ -140,7 +140,8 @@ public struct LaunchRequest: Sendable {
     /// user namespace of its own, for anyone but root). Where it cannot be
     /// built the launch fails with `SandboxError.viewUnavailable`, or, with
     /// `compatibility = .bestEffort`, runs in the host view
-    /// (`ConfinedProcess.view` and `.viewNotice` say so).
+    /// (`ConfinedProcess.view` and `.viewNotice` say so), unless a grant is
+    /// staged (`PathRule.staged`): that launch needs the private view.
     public var view: FileSystemView = .private
     /// With those namespaces, make every mount read-only but the writable
     /// folders, so that the kernel itself refuses chmod, chown, utimes and
