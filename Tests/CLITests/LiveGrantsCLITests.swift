@@ -155,6 +155,19 @@ import Testing
         #expect(!FileManager.default.fileExists(atPath: folder + "/new.txt"))
     }
 
+    /// While a launch is staged (`--review`), a folder attached while it runs
+    /// cannot be staged: it is given read-only, so nothing is written unseen.
+    @Test func aLiveGrantIsReadOnlyWhileTheLaunchIsStaged() throws {
+        let script = "p=$(\"$SANDBOXED_RUN\" open-panel) || exit 9; cat \"$p/note.txt\"; echo x > \"$p/new.txt\" || echo capped"
+        let staged = try run(["--picker", picker, "--review"], script)
+        #expect(staged.stdout == "picked bytes\ncapped\n", "\(staged)")
+        #expect(!FileManager.default.fileExists(atPath: folder + "/new.txt"))
+        // The same without --review writes: the test can tell.
+        let plain = try run(["--picker", picker], script)
+        #expect(plain.stdout == "picked bytes\n", "\(plain)")
+        #expect(FileManager.default.fileExists(atPath: folder + "/new.txt"))
+    }
+
     @Test func openPanelWithoutAPickerFailsAtOnceAndGrantsNothing() throws {
         let result = try run([], "\"$SANDBOXED_RUN\" open-panel; echo \"status $?\"")
         #expect(result.stdout == "status 2\n", "\(result)")
