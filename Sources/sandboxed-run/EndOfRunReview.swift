@@ -30,10 +30,14 @@ enum EndOfRunReview {
             return
         }
         defer { close(tty) }
-        while true {
-            write(tty, "Apply these changes? [a]ccept all, [r]eject all, [d]iff, [k]eep staged (default): ")
+        for _ in 0..<5 {
+            // Whatever waits unread on the terminal was typed before this
+            // question was on screen, perhaps as the command told the person
+            // to: it is no answer. And the answer is a word, never one key.
+            _ = tcflush(tty, TCIFLUSH)
+            write(tty, "Apply these changes? Type accept, reject, diff, or keep (the default: they stay staged): ")
             switch readAnswer(tty) {
-            case "a":
+            case "accept":
                 var clean = true
                 for review in reviews {
                     for outcome in try review.accept() where outcome.result != .applied {
@@ -43,20 +47,23 @@ enum EndOfRunReview {
                 }
                 Console.notice(clean ? "accepted: the changes are in the folder, on disk" : "accepted, except what is named above")
                 return
-            case "r":
+            case "reject":
                 for review in reviews { _ = try review.reject() }
                 Console.notice("rejected: the folder is as it was")
                 return
-            case "d":
+            case "diff":
                 for review in reviews {
                     let diff = UnifiedDiff.printable(try review.diff())
                     diff.withUnsafeBytes { _ = Glibc.write(tty, $0.baseAddress, $0.count) }
                 }
-            default:
+            case "", "keep":
                 Console.notice("kept staged: `sandboxed-run review list --app \(app)` shows them again")
                 return
+            default:
+                write(tty, "Please type accept, reject, diff or keep.\n")
             }
         }
+        Console.notice("kept staged: `sandboxed-run review list --app \(app)` shows them again")
     }
 
     private static func write(_ fd: CInt, _ text: String) {
@@ -64,17 +71,23 @@ enum EndOfRunReview {
         text.withUTF8 { _ = Glibc.write(fd, $0.baseAddress, $0.count) }
     }
 
-    /// One line from the terminal (at most 64 bytes read), its first letter lower-cased.
+    /// One line from the terminal (at most 64 bytes read), trimmed and lower-cased; "" for none.
     private static func readAnswer(_ fd: CInt) -> String {
         var line: [UInt8] = []
         var byte: UInt8 = 0
         while line.count < 64 {
             let count = read(fd, &byte, 1)
             if count < 0, errno == EINTR { continue }
-            guard count == 1, byte != UInt8(ascii: "\n") else { break }
+            guard count == 1, byte != UInt8(ascii: "\n"), byte != UInt8(ascii: "\r") else { break }
             line.append(byte)
         }
-        guard let first = line.first(where: { $0 != UInt8(ascii: " ") }), first < 0x80 else { return "" }
-        return String(UnicodeScalar(first)).lowercased()
+        guard line.allSatisfy({ $0 >= 0x20 && $0 < 0x7F }) else { return "?" }
+        return String(decoding: line, as: UTF8.self).trimmingSpaces().lowercased()
+    }
+}
+
+extension String {
+    func trimmingSpaces() -> String {
+        String(self.drop { $0 == " " }.reversed().drop { $0 == " " }.reversed())
     }
 }
