@@ -34,8 +34,11 @@ enum EndOfRunReview {
             // Whatever waits unread on the terminal was typed before this
             // question was on screen, perhaps as the command told the person
             // to: it is no answer. And the answer is a word, never one key.
-            _ = tcflush(tty, TCIFLUSH)
             write(tty, "Apply these changes? Type accept, reject, diff, or keep (the default: they stay staged): ")
+            // Keys count only from half a second after the question is on
+            // screen, as for the live grants' questions.
+            usleep(500_000)
+            _ = tcflush(tty, TCIFLUSH)
             switch readAnswer(tty) {
             case "accept":
                 var clean = true
