@@ -87,6 +87,8 @@ extension SandboxSession {
         for grant in try StagingArea.staged(state: broker.state, app: app) {
             guard let area = try StagingArea.open(state: broker.state, app: app, grant: grant, create: false), area.hasClone else { continue }
             guard let staged = try area.stagedGrant() else { throw StagingError.damaged(file: "grant", problem: "it is missing") }
+            // A launcher killed before it flushed: what the command wrote is made durable before it is shown.
+            try area.flush()
             let resolution = try broker.resolve(staged.bookmark, app: app)
             reviews.append(StagedReview(area: area, staged: staged, resolution: resolution))
         }

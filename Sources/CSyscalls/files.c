@@ -78,28 +78,57 @@ void *csb_mmap_allocated(void *address, size_t length, int protection, int flags
     return mmap(address, length, protection, flags, fd, offset);
 }
 
-int csb_copy_file_data(int dst, int src) {
-    if (ioctl(dst, FICLONE, src) == 0) return 0;
-    for (;;) {
-        ssize_t copied = copy_file_range(src, NULL, dst, NULL, 1 << 30, 0);
-        if (copied == 0) return 0;
-        if (copied > 0) continue;
-        if (errno == EINTR) continue;
-        if (errno != EXDEV && errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP && errno != EBADF) return -1;
-        break;
-    }
-    // copy_file_range refused (another filesystem type, an old kernel): bytes by hand, from where it stopped.
+/* Copies [offset, end) of src to the same offsets of dst: copy_file_range,
+   else read and write. */
+static int copy_range(int dst, int src, off_t offset, off_t end) {
+    int in_kernel = 1;
     char buffer[65536];
-    for (;;) {
-        ssize_t count = read(src, buffer, sizeof(buffer));
+    while (offset < end) {
+        size_t want = (size_t)(end - offset);
+        if (in_kernel) {
+            off_t in = offset, out = offset;
+            ssize_t copied = copy_file_range(src, &in, dst, &out, want > (1u << 30) ? (1u << 30) : want, 0);
+            if (copied > 0) { offset += copied; continue; }
+            if (copied == 0) return 0;  /* src shrank: the caller's status check sees it */
+            if (errno == EINTR) continue;
+            if (errno != EXDEV && errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP && errno != EBADF) return -1;
+            in_kernel = 0;  /* another filesystem type, an old kernel: by hand */
+        }
+        ssize_t count = pread(src, buffer, want > sizeof(buffer) ? sizeof(buffer) : want, offset);
         if (count == 0) return 0;
         if (count < 0) { if (errno == EINTR) continue; return -1; }
         for (ssize_t done = 0; done < count;) {
-            ssize_t written = write(dst, buffer + done, (size_t)(count - done));
+            ssize_t written = pwrite(dst, buffer + done, (size_t)(count - done), offset + done);
             if (written < 0) { if (errno == EINTR) continue; return -1; }
             done += written;
         }
+        offset += count;
     }
+    return 0;
+}
+
+int csb_copy_file_data(int dst, int src) {
+    if (ioctl(dst, FICLONE, src) == 0) return 0;
+    struct stat status;
+    if (fstat(src, &status) != 0) return -1;
+    /* Data only, hole by hole (SEEK_DATA): a sparse file, which costs its
+       writer nothing, stays sparse, and never fills the disk when copied.
+       EINTR is retried here: a partial copy cannot be retried from outside. */
+    off_t size = status.st_size, offset = 0;
+    while (offset < size) {
+        off_t data = lseek(src, offset, SEEK_DATA);
+        if (data < 0) {
+            if (errno == ENXIO) break;  /* only a hole is left */
+            if (errno != EINVAL) return -1;
+            data = offset;  /* no SEEK_DATA here: all of it is data */
+        }
+        if (data >= size) break;
+        off_t hole = lseek(src, data, SEEK_HOLE);
+        if (hole < 0 || hole > size) hole = size;
+        if (copy_range(dst, src, data, hole) != 0) return -1;
+        offset = hole;
+    }
+    return ftruncate(dst, size);
 }
 
 int csb_syncfs(int fd) {

@@ -162,7 +162,6 @@ struct Applier {
                 guard let target = written.descriptor, csb_copy_file_data(target.rawValue, staged.rawValue) == 0 else {
                     throw CoordinationError.system(operation: "writing", path: location.path, errno: Errno(rawValue: errno))
                 }
-                _ = lseek(staged.rawValue, 0, SEEK_SET)
             }
         } catch Outcome.changed {
             return try conflict(change, staged: staged, location: location)

@@ -126,8 +126,6 @@ enum Clone {
             }
             do {
                 _ = try syscallRetrying { ftruncate(clone.rawValue, 0) }
-                _ = try syscallRetrying { lseek(source.rawValue, 0, SEEK_SET) }
-                _ = try syscallRetrying { lseek(clone.rawValue, 0, SEEK_SET) }
                 _ = try syscallRetrying { csb_copy_file_data(clone.rawValue, source.rawValue) }
             } catch {
                 throw .system(step: "copying", path: entry.path, errno: error)

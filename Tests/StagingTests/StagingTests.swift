@@ -134,10 +134,14 @@ struct StagingTests {
         #expect(StagingHome.shell("""
             mkfifo fifo; ln -s /etc/passwd out; ln -s ../../x d/out2; ln -s e/z inside; printf s > suid; chmod 4755 suid
             printf b > "$(printf 'bad\\nname\\033[31m\\377')"
+            mknod whiteout c 0 0; mkdir opaque; printf o > opaque/kept
+            python3 -c 'import os; os.setxattr("opaque", "trusted.overlay.opaque", b"y"); os.setxattr("opaque", "user.overlay.opaque", b"y")'
+            truncate -s 100G sparse
             """, in: home.clonePath) == 0)
         let outcomes = try area.accept(host: try home.vaultDescriptor(), hostPath: FilePath(home.vault), savingComputer: "t")
         func result(_ path: String) -> ReviewOutcome.Result? { outcomes.first { $0.change.path == Array(path.utf8) }?.result }
-        guard case .refused = result("fifo"), case .refused = result("out"), case .refused = result("d/out2") else {
+        guard case .refused = result("fifo"), case .refused = result("out"), case .refused = result("d/out2"),
+              case .refused = result("whiteout") else {
             Issue.record("\(outcomes)")
             return
         }
@@ -147,6 +151,11 @@ struct StagingTests {
         #expect(lstat(home.vault + "/suid", &status) == 0)
         #expect(status.st_mode & 0o7777 == 0o755, "set-id bits are never applied")
         #expect(lstat(home.vault + "/fifo", &status) != 0)
+        #expect(lstat(home.vault + "/whiteout", &status) != 0, "an overlay whiteout is a device: never made")
+        #expect(result("opaque/kept") == .applied, "an opaque marker means nothing: the folder is an ordinary one")
+        // A 100 GB file that costs its writer nothing costs the folder nothing either.
+        #expect(lstat(home.vault + "/sparse", &status) == 0)
+        #expect(status.st_size == 100 << 30 && status.st_blocks < 64, "size \(status.st_size), blocks \(status.st_blocks)")
         #expect(lstat(home.vault + "/out", &status) != 0)
         let odd = home.vault + "/bad\nname\u{1B}[31m"
         let oddBytes = Array(odd.utf8) + [0xFF]

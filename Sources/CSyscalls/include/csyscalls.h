@@ -96,8 +96,10 @@ int csb_set_no_copy_on_write(int fd);
 /// since SQLite does not.
 void *_Nullable csb_mmap_allocated(void *_Nullable address, size_t length, int protection, int flags, int fd, off_t offset);
 /// Copies `src`'s whole contents into the empty file `dst` (both regular
-/// files): a reflink (FICLONE) where the filesystem shares extents, else
-/// copy_file_range, else read and write. 0, or -1 with errno.
+/// files), from offset 0 whatever the descriptors' offsets: a reflink
+/// (FICLONE) where the filesystem shares extents, else its data ranges
+/// (SEEK_DATA: holes stay holes) by copy_file_range, else read and write.
+/// 0, or -1 with errno.
 int csb_copy_file_data(int dst, int src);
 /// `syncfs(2)` (hidden from Swift by Glibc): flushes the filesystem `fd` is on.
 int csb_syncfs(int fd);
