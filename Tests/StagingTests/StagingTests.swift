@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 @testable import Staging
 import Coordination
@@ -101,6 +102,41 @@ struct StagingTests {
             return
         }
         #expect(!area.hasClone)
+    }
+
+    /// A file the sync daemon evicted meanwhile is downloaded before it is
+    /// written (the coordinator would refuse a placeholder's name); the
+    /// eviction and download moved its ctime, so the staged bytes are kept
+    /// beside it as a conflict version: nothing is lost.
+    @Test func anEvictedFileIsDownloadedFirstAndNothingIsLost() throws {
+        let home = StagingHome()
+        Self.fill(home)
+        let area = try home.area()
+        _ = try area.prepare(host: try home.vaultDescriptor(), as: home.staged)
+        #expect(StagingHome.shell("printf 'staged\\n' >> a.txt", in: home.clonePath) == 0)
+        var evicting = SyncSimulator.Options()
+        (evicting.editRate, evicting.evictRate, evicting.restoreOnStop) = (0, 400, false)
+        let deadline = ContinuousClock.now + .seconds(20)
+        _ = try SyncSimulator(folder: FilePath(home.vault), options: evicting).run {
+            FileManager.default.fileExists(atPath: home.vault + "/.a.txt.icloud") || ContinuousClock.now > deadline
+        }
+        try #require(!FileManager.default.fileExists(atPath: home.vault + "/a.txt"), "a.txt was evicted")
+        // The daemon answers download requests while the accept runs.
+        let stop = Arc(Mutex(false))
+        var options = SyncSimulator.Options()
+        (options.editRate, options.evictRate) = (0, 0)
+        let serving = options, vault = home.vault
+        let daemon = Thread { _ = try? SyncSimulator(folder: FilePath(vault), options: serving).run { stop.value.withLock { $0 } } }
+        daemon.start()
+        defer { stop.value.withLock { $0 = true } }
+        let outcomes = try area.accept([Array("a.txt".utf8)], host: try home.vaultDescriptor(), hostPath: FilePath(home.vault), savingComputer: "t")
+        guard case .conflict = outcomes.first?.result else {
+            Issue.record("\(outcomes)")
+            return
+        }
+        #expect(try String(contentsOfFile: home.vault + "/a.txt", encoding: .utf8) == "one\n")
+        let versions = try FileVersion.unresolvedConflictVersions(of: FilePath(home.vault + "/a.txt"))
+        #expect(try versions.map { try $0.contents() } == [Array("one\nstaged\n".utf8)])
     }
 
     @Test func rejectingOnePathRestoresItAndKeepsTheRest() throws {
@@ -231,4 +267,10 @@ struct ReviewPolicyKeyTests {
             #expect(Policy.builtin(named: name)?.reviewChanges == false, "\(name): no shipped policy stages by itself")
         }
     }
+}
+
+/// A value shared with a thread.
+final class Arc<Value: ~Copyable & Sendable>: Sendable {
+    let value: Value
+    init(_ value: consuming Value) { self.value = value }
 }
