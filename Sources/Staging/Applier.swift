@@ -12,7 +12,8 @@ struct Applier {
     let tree: OwnedDescriptor
     let host: OwnedDescriptor
     let hostPath: FilePath
-    var manifest: Manifest
+    var entries: ManifestEntries
+    var manifest: Manifest { entries.manifest }
     let found: [[UInt8]: TreeItem]
     let coordinator: FileCoordinator
     let savingComputer: String
@@ -22,11 +23,11 @@ struct Applier {
 
     init(tree: OwnedDescriptor, host: OwnedDescriptor, hostPath: FilePath, manifest: Manifest, found: [[UInt8]: TreeItem],
          coordinator: FileCoordinator, savingComputer: String) {
-        (self.tree, self.host, self.hostPath, self.manifest, self.found, self.coordinator, self.savingComputer) =
-            (tree, host, hostPath, manifest, found, coordinator, savingComputer)
+        (self.tree, self.host, self.hostPath, self.entries, self.found, self.coordinator, self.savingComputer) =
+            (tree, host, hostPath, ManifestEntries(manifest), found, coordinator, savingComputer)
     }
 
-    private func entry(at path: [UInt8]) -> ManifestEntry? { manifest.entries.first { $0.path == path } }
+    private func entry(at path: [UInt8]) -> ManifestEntry? { entries[path] }
 
     mutating func apply(_ changes: [StagedChange]) throws(StagingError) -> [ReviewOutcome] {
         var outcomes: [ReviewOutcome] = []
@@ -37,9 +38,14 @@ struct Applier {
         for change in placing.filter({ $0.item == .folder }).sorted(by: { $0.path.lexicographicallyPrecedes($1.path) }) {
             record(change, try makeFolder(change))
         }
+        // Files in batches: each batch written ahead (unnamed files), the
+        // filesystem flushed once, then each put in place under its lock.
+        var batch: [Pending] = []
         for change in placing where change.item != .folder {
-            record(change, try place(change))
+            if let result = try place(change, batch: &batch) { record(change, result) }
+            if batch.count >= Self.batch { for (change, result) in try commit(&batch) { record(change, result) } }
         }
+        for (change, result) in try commit(&batch) { record(change, result) }
         var removals: [(change: StagedChange, path: [UInt8])] = []
         for change in changes where change.kind == .deleted { removals.append((change, change.path)) }
         for change in changes where change.kind == .renamed { if let from = change.from { removals.append((change, from)) } }
@@ -55,7 +61,61 @@ struct Applier {
             let result = try setMode(change)
             if change.kind == .modeChanged { record(change, result) } else if result != .applied { amend(&outcomes, change, result) }
         }
+        // Every rename, new folder and removal on disk before accept returns.
+        guard csb_syncfs(host.rawValue) == 0 else { throw .system(step: "flushing", path: hostPath.bytes, errno: Errno(rawValue: errno)) }
         return outcomes
+    }
+
+    /// Files written ahead in one batch (each holds three descriptors: its
+    /// new bytes, its staged file, its folder).
+    static let batch = 128
+
+    /// A file written ahead, waiting for its batch's flush and its lock.
+    struct Pending {
+        let change: StagedChange
+        let item: TreeItem
+        let location: FileCoordinator.Location
+        let expected: ManifestEntry?
+        let prepared: FileCoordinator.PreparedReplacement
+        let staged: OwnedDescriptor
+    }
+
+    /// Flushes the batch's bytes, then puts each file in place if its host
+    /// item is still the one staged (else it becomes a conflict).
+    private mutating func commit(_ batch: inout [Pending]) throws(StagingError) -> [(StagedChange, ReviewOutcome.Result)] {
+        guard !batch.isEmpty else { return [] }
+        defer { batch = [] }
+        guard csb_syncfs(host.rawValue) == 0 else { throw .system(step: "flushing", path: hostPath.bytes, errno: Errno(rawValue: errno)) }
+        var results: [(StagedChange, ReviewOutcome.Result)] = []
+        for pending in batch {
+            let expected = pending.expected
+            let placed: Bool
+            do {
+                placed = try coordinator.commit(pending.prepared, create: expected == nil) { original in
+                    // Made empty under the folder lock for us, or someone's empty file: nothing to lose.
+                    expected.map { Status(original).isUnchanged(as: $0.host) } ?? (original.st_size == 0)
+                }
+            } catch {
+                results.append((pending.change, .leftStaged(reason: "\(error)")))
+                continue
+            }
+            guard placed else {
+                results.append((pending.change, try conflict(pending.change, staged: pending.staged, location: pending.location)))
+                continue
+            }
+            try finishPlaced(pending.change, item: pending.item)
+            results.append((pending.change, .applied))
+        }
+        return results
+    }
+
+    /// The coordinator gave the new file the old one's mode: the staged mode, never set-id.
+    private mutating func finishPlaced(_ change: StagedChange, item: TreeItem) throws(StagingError) {
+        let mode = item.status.mode & 0o777
+        if let placed = HostItem.locate(change.path, in: host), let status = try? placed.status(), UInt32(status.st_mode) & 0o7777 != mode {
+            _ = csb_chmod_fd(placed.rawValue, mode)
+        }
+        try agree(change.path, folderOnly: false)
     }
 
     /// A rename whose second half (the old name going) did not apply says why.
@@ -120,12 +180,13 @@ struct Applier {
 
     // MARK: Files and links
 
-    private mutating func place(_ change: StagedChange) throws(StagingError) -> ReviewOutcome.Result {
+    /// A file written ahead into `batch` (nil), or what became of the change now.
+    private mutating func place(_ change: StagedChange, batch: inout [Pending]) throws(StagingError) -> ReviewOutcome.Result? {
         let (parentPath, name) = Resync.split(change.path)
         guard let item = found[change.path] else { return .leftStaged(reason: "it is no longer in the staged tree") }
         switch item.kind {
         case .special:
-            try Resync.restore(change.path, tree: tree, host: host, entries: &manifest.entries)
+            try Resync.restore(change.path, tree: tree, host: host, entries: &entries)
             return .refused(reason: "a FIFO, socket or device is never made in the folder")
         case .link:
             return try placeLink(change, parentPath: parentPath, name: name)
@@ -148,6 +209,15 @@ struct Applier {
         let now = HostItem.status(change.path, in: host)
         let unchanged = expected.map { HostItem.matches($0, now) } ?? (now == nil)
         guard unchanged else { return try conflict(change, staged: staged, location: location) }
+        do {
+            if let prepared = try coordinator.prepareReplacement(of: location, copying: staged.rawValue) {
+                batch.append(Pending(change: change, item: item, location: location, expected: expected, prepared: prepared, staged: staged))
+                return nil
+            }
+        } catch {
+            return .leftStaged(reason: "\(error)")
+        }
+        // No unnamed files on this filesystem: this one alone, flushed.
         enum Outcome: Error { case changed }
         do {
             try coordinator.coordinate(writing: location, options: .forReplacing) { written in
@@ -168,12 +238,7 @@ struct Applier {
         } catch {
             return .leftStaged(reason: "\(error)")
         }
-        // The coordinator gave the new file the old one's mode: the staged mode, never set-id.
-        let mode = item.status.mode & 0o777
-        if let placed = HostItem.locate(change.path, in: host), let status = try? placed.status(), UInt32(status.st_mode) & 0o7777 != mode {
-            _ = csb_chmod_fd(placed.rawValue, mode)
-        }
-        try agree(change.path, folderOnly: false)
+        try finishPlaced(change, item: item)
         return .applied
     }
 
@@ -201,7 +266,7 @@ struct Applier {
         guard let version else {
             return .leftStaged(reason: "it was deleted or replaced by something other than a file on the host since it was staged: accept it again once it is back, or reject it")
         }
-        try Resync.restore(change.path, tree: tree, host: host, entries: &manifest.entries)
+        try Resync.restore(change.path, tree: tree, host: host, entries: &entries)
         return .conflict(version: version.identifier)
     }
 
@@ -212,7 +277,7 @@ struct Applier {
         guard length >= 0 else { return .leftStaged(reason: "the staged link cannot be read") }
         let text = buffer[0..<length].map { UInt8(bitPattern: $0) }
         guard Self.staysInside(text, at: parentPath) else {
-            try Resync.restore(change.path, tree: tree, host: host, entries: &manifest.entries)
+            try Resync.restore(change.path, tree: tree, host: host, entries: &entries)
             return .refused(reason: "a link that leads out of the folder (\(Printable.path(bytes: text))) is never made")
         }
         // A changed link replaces the host's only while that is the link staged; a new one goes only where nothing is.
@@ -336,20 +401,19 @@ struct Applier {
     private mutating func agree(_ path: [UInt8], folderOnly: Bool) throws(StagingError) {
         guard let item = found[path], let hostStatus = HostItem.status(path, in: host) else { return }
         // Only this path's entry: a rename's old name keeps its own until it is removed on the host too.
-        manifest.entries.removeAll { $0.path == path }
         var cloneStatus = item.status
         if let clone = HostItem.locate(path, in: tree), let now = try? clone.status() { cloneStatus = Status(now) }
-        manifest.entries.append(ManifestEntry(path: path, kind: item.kind, host: hostStatus, clone: item.identity, cloneStatus: cloneStatus))
+        entries.set(ManifestEntry(path: path, kind: item.kind, host: hostStatus, clone: item.identity, cloneStatus: cloneStatus))
     }
 
     /// The item at `path` is gone on both sides.
     private mutating func forget(_ path: [UInt8]) throws(StagingError) {
-        manifest.entries.removeAll { $0.path == path }
+        entries.remove(path)
     }
 
     /// The folder's item stays: the clone gets it back.
     private mutating func keepHost(_ path: [UInt8], _ reason: String) throws(StagingError) -> ReviewOutcome.Result {
-        try Resync.restore(path, tree: tree, host: host, entries: &manifest.entries)
+        try Resync.restore(path, tree: tree, host: host, entries: &entries)
         return .keptHost(reason: reason)
     }
 }

@@ -155,3 +155,31 @@ struct Manifest: Equatable, Sendable {
         }
     }
 }
+
+/// A manifest's entries by path, while changes are applied or rejected one
+/// by one (each looks its entry up: thousands of changes, no quadratic cost).
+struct ManifestEntries {
+    private var byPath: [[UInt8]: ManifestEntry]
+
+    init(_ manifest: Manifest) {
+        byPath = Dictionary(manifest.entries.map { ($0.path, $0) }, uniquingKeysWith: { first, _ in first })
+    }
+
+    subscript(path: [UInt8]) -> ManifestEntry? { byPath[path] }
+
+    mutating func set(_ entry: ManifestEntry) { byPath[entry.path] = entry }
+
+    mutating func remove(_ path: [UInt8]) { byPath[path] = nil }
+
+    /// `path` and everything below it.
+    mutating func removeTree(_ path: [UInt8]) {
+        byPath[path] = nil
+        let prefix = path + [UInt8(ascii: "/")]
+        for key in byPath.keys where key.count > prefix.count && key.starts(with: prefix) { byPath[key] = nil }
+    }
+
+    /// The manifest again: the folder itself first, then by path.
+    var manifest: Manifest {
+        Manifest(entries: byPath.values.sorted { a, b in a.path.isEmpty || (!b.path.isEmpty && a.path.lexicographicallyPrecedes(b.path)) })
+    }
+}

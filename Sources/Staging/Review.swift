@@ -83,7 +83,7 @@ extension StagingArea {
         let (tree, manifest) = try openClone()
         let all = try ChangeList.compute(tree: tree, manifest: manifest, host: host)
         let chosen = try Self.select(all.changes, selection)
-        var entries = manifest.entries
+        var entries = ManifestEntries(manifest)
         var outcomes: [ReviewOutcome] = []
         for change in chosen.sorted(by: { $0.path.count > $1.path.count }) {
             // The clone's item goes; the folder's item comes back at each place the change touched.
@@ -92,7 +92,7 @@ extension StagingArea {
             }
             outcomes.append(ReviewOutcome(change: change, result: .rejected))
         }
-        try settle(Manifest(entries: entries), tree: tree, host: host)
+        try settle(entries.manifest, tree: tree, host: host)
         return outcomes.reversed()
     }
 
@@ -108,14 +108,14 @@ extension StagingArea {
 
 /// Makes the clone's item at a path the folder's again, and its manifest entries with it.
 enum Resync {
-    static func restore(_ path: [UInt8], tree: OwnedDescriptor, host: OwnedDescriptor?, entries: inout [ManifestEntry]) throws(StagingError) {
+    static func restore(_ path: [UInt8], tree: OwnedDescriptor, host: OwnedDescriptor?, entries: inout ManifestEntries) throws(StagingError) {
         guard !path.isEmpty else { return }
         let (parentPath, name) = split(path)
-        entries.removeAll { $0.path == path || ($0.path.count > path.count && $0.path.starts(with: path + [UInt8(ascii: "/")])) }
+        entries.removeTree(path)
         guard let cloneParent = HostItem.locate(parentPath, in: tree).flatMap({ try? $0.reopenedFolder() }) else { return }
         try TreeRemoval.remove(name, in: cloneParent, shown: path)
         guard let host, let hostParent = HostItem.locate(parentPath, in: host).flatMap({ try? $0.reopenedFolder() }) else { return }
-        entries += try Clone.copyItem(name, from: hostParent, into: cloneParent, path: path)
+        for entry in try Clone.copyItem(name, from: hostParent, into: cloneParent, path: path) { entries.set(entry) }
     }
 
     /// The folder part (empty for the top) and the last name.

@@ -139,6 +139,27 @@ struct StagingTests {
         #expect(try versions.map { try $0.contents() } == [Array("one\nstaged\n".utf8)])
     }
 
+    /// Files are applied in batches (written ahead, flushed once, put in
+    /// place one by one under their locks): every file of several batches
+    /// lands, and those changed outside meanwhile are conflicts, whichever batch.
+    @Test func manyFilesLandInBatchesAndChangesOutsideStayConflicts() throws {
+        let home = StagingHome()
+        #expect(StagingHome.shell("for i in $(seq 1 300); do printf 'n%s\\n' $i > f$i; done", in: home.vault) == 0)
+        let area = try home.area()
+        _ = try area.prepare(host: try home.vaultDescriptor(), as: home.staged)
+        #expect(StagingHome.shell("for i in $(seq 1 300); do printf 'app\\n' >> f$i; done", in: home.clonePath) == 0)
+        #expect(StagingHome.shell("printf 'daemon\\n' >> f7; printf 'daemon\\n' >> f150; printf 'daemon\\n' >> f299", in: home.vault) == 0)
+        let outcomes = try area.accept(host: try home.vaultDescriptor(), hostPath: FilePath(home.vault), savingComputer: "t")
+        let conflicts = outcomes.filter { if case .conflict = $0.result { return true } else { return false } }.map(\.change.summary)
+        #expect(Set(conflicts) == ["modified f7", "modified f150", "modified f299"])
+        #expect(outcomes.filter { $0.result == .applied }.count == 297)
+        for i in 1...300 {
+            let outside = [7, 150, 299].contains(i)
+            #expect(try String(contentsOfFile: home.vault + "/f\(i)", encoding: .utf8) == "n\(i)\n" + (outside ? "daemon\n" : "app\n"))
+        }
+        #expect(!area.hasClone)
+    }
+
     @Test func rejectingOnePathRestoresItAndKeepsTheRest() throws {
         let home = StagingHome()
         Self.fill(home)
