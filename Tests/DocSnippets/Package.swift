@@ -19,6 +19,7 @@ let package = Package(
         .executableTarget(name: "docs-grants-2", dependencies: [.product(name: "AppSandbox", package: root)], path: "docs-grants-2"),
         .executableTarget(name: "docs-live-grants-1", dependencies: [.product(name: "AppSandbox", package: root)], path: "docs-live-grants-1"),
         .executableTarget(name: "docs-live-grants-2", dependencies: [.product(name: "AppSandbox", package: root)], path: "docs-live-grants-2"),
+        .executableTarget(name: "docs-staging-1", dependencies: [.product(name: "AppSandbox", package: root)], path: "docs-staging-1"),
     ],
     swiftLanguageModes: [.v6]
 )
