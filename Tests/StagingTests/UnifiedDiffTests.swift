@@ -599,7 +599,7 @@ final class Scratch {
 
     init(removing: Bool = true) throws {
         self.removing = removing
-        var template = Array((NSTemporaryDirectory() + "/unified-diff-XXXXXX").utf8CString)
+        var template = Array((NSTemporaryDirectory() + "unified-diff-XXXXXX").utf8CString)
         guard let made = mkdtemp(&template) else { throw Failed(description: "mkdtemp: errno \(errno)") }
         path = String(cString: made)
     }
