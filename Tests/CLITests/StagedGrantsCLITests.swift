@@ -230,6 +230,22 @@ import Testing
         #expect(listed.status == 0 && listed.stdout == "app \(Self.app) has no staged changes\n", "\(listed)")
     }
 
+    /// A tree too deep to list: the run still ends with the command's
+    /// status, says why nothing can be listed, and the tree can be rejected.
+    @Test func aTreeTooDeepToListKeepsTheCommandsStatusAndCanBeRejected() throws {
+        let vault = try Vault(files: [("a.txt", "alpha\n")])
+        let before = Self.tree(vault.folder)
+        let result = try vault.run("python3 -c 'import os\nfor _ in range(300): os.mkdir(\"d\"); os.chdir(\"d\")'; exit 6")
+        #expect(result.status == 6, "\(result)")
+        #expect(result.stderr.contains("is nested more than 256 folders deep") && result.stderr.contains("the changes stay staged"), "\(result.stderr)")
+        #expect(Self.tree(vault.folder) == before)
+        let listed = try vault.review(["list"])
+        #expect(listed.status == 125 && listed.stderr.contains("is nested more than 256 folders deep"), "\(listed)")
+        let rejected = try vault.review(["reject"])
+        #expect(rejected.status == 0, "\(rejected)")
+        #expect(try vault.changes().isEmpty && vault.clone == nil && Self.tree(vault.folder) == before)
+    }
+
     // MARK: review list
 
     @Test(arguments: users)
