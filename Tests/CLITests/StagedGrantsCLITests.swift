@@ -429,9 +429,19 @@ import Testing
             let accepted = try vault.review(words)
             #expect(accepted.status == 125 && accepted.stdout.isEmpty, "\(words): \(accepted)")
             #expect(accepted.stderr.hasPrefix("sandboxed-run: grant V (") && accepted.stderr.contains(") is \(loss.rawValue) ("), "\(accepted.stderr)")
-            #expect(accepted.stderr.contains("nothing was applied. The staged changes are kept"), "\(accepted.stderr)")
+            #expect(accepted.stderr.contains("nothing was applied. The staged changes are kept: "), "\(accepted.stderr)")
+            // What can be done: only a followed move keeps the grant (a new pick is another).
+            #expect(accepted.stderr.hasSuffix(loss == .moved
+                ? "run the app once more with --review --on-stale follow to reconnect this grant to its folder, then accept them; or reject them\n"
+                : "they can never be applied (a folder picked again is another grant): reject them\n"), "\(accepted.stderr)")
         }
         #expect(Self.tree(folder) == before, "something was applied")
+        if loss == .revoked {
+            // Picked again: another grant, which starts from the folder.
+            #expect(try vault.cli(["pick", "--app", Self.app, "--select", vault.folder, "-o", vault.bookmark]).status == 0)
+            let again = try vault.run("cat a.txt; test -e big && echo big")
+            #expect(again.status == 0 && again.stdout == "alpha\nbig\n", "\(again)")
+        }
         let listed = try vault.review(["list"])
         #expect(listed.status == 0 && listed.stdout.contains("  the grant is \(loss.rawValue) now ("), "\(listed)")
         #expect(listed.stdout.contains("accepting applies nothing\n"), "\(listed)")
