@@ -548,6 +548,9 @@ import Testing
         for (what, output) in [("run's list", run.stderr), ("review list", try vault.review(["list"]).stdout)] {
             #expect(!output.utf8.contains(0x1B) && !output.utf8.contains(0x07) && !output.utf8.contains(0x09), "\(what): \(output.debugDescription)")
             let lines = output.split(separator: "\n", omittingEmptySubsequences: false)
+            // A raw newline in a name would start a line of its own.
+            #expect(lines.dropLast().allSatisfy { $0.hasPrefix("  ") || $0.hasPrefix("grant ") || $0.hasPrefix("staged in grant ") || $0.hasPrefix("sandboxed-run: ") },
+                    "\(what): \(output.debugDescription)")
             for name in escaped {
                 #expect(lines.contains { $0.hasPrefix("  added       ") && $0.hasSuffix("\(folder)/\(name)") }, "\(what): \(name) in \(output.debugDescription)")
             }
