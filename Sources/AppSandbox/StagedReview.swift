@@ -34,8 +34,13 @@ public final class StagedReview: @unchecked Sendable {
 
     /// A unified diff of the changes `paths` names (all when nil): text
     /// files as `git apply` and `patch -p1` take them, relative to the
-    /// folder; binary and oversized files as one summary line each.
+    /// folder; binary and oversized files as one summary line each. None
+    /// when the grant is not fresh now: without the folder to read, every
+    /// file would look added.
     public func diff(_ paths: [[UInt8]]? = nil) throws(StagingError) -> [UInt8] {
+        guard resolution.status == .fresh, folder != nil else {
+            throw .grantUnusable(grant: "\(staged.name) (\(staged.grant))", status: resolution.status.rawValue, message: resolution.message)
+        }
         let all = try changes()
         let chosen = try StagingArea.select(all, paths)
         var out: [UInt8] = []

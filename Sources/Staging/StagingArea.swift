@@ -160,7 +160,10 @@ public final class StagingArea: @unchecked Sendable {
                 throw .system(step: "putting in place", path: Array((shown + "/current").utf8), errno: Errno(rawValue: errno))
             }
             try syncFilesystem(of: folder, step: "flushing")
-        } else if try stagedGrant() == nil {
+        } else if try stagedGrant() != staged {
+            // The same grant, launched with another bookmark: one rewritten
+            // when its folder moved (--on-stale follow). Kept, the old one
+            // would resolve `moved` for good, and nothing could be accepted.
             try write("grant", in: folder, staged.encoded())
         }
         let current = try TreeWalk.openFolder(Array("current".utf8), in: folder, path: Array((shown + "/current").utf8))

@@ -45,7 +45,14 @@ public enum StagingError: Error, CustomStringConvertible, Sendable {
         case .noSuchChange(let path):
             return "\(Printable.path(bytes: path)) is not a staged change: `sandboxed-run review list` names them"
         case .grantUnusable(let grant, let status, let message):
-            return "grant \(grant) is \(status) (\(message)): nothing was applied. The staged changes are kept; pick the folder again, or reject them"
+            // Picking the folder again makes another grant, which never sees
+            // these changes: only following a move keeps the grant.
+            let next = switch status {
+            case "moved": "run the app once more with --review --on-stale follow to reconnect this grant to its folder, then accept them; or reject them"
+            case "revoked", "replaced", "wrong-app", "invalid": "they can never be applied (a folder picked again is another grant): reject them"
+            default: "they can be applied once the grant leads to its folder again; or reject them"
+            }
+            return "grant \(grant) is \(status) (\(message)): nothing was applied. The staged changes are kept: \(next)"
         }
     }
 }

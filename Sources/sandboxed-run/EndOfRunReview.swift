@@ -13,7 +13,7 @@ enum EndOfRunReview {
             let changes = try review.changes()
             total += changes.count
             guard !changes.isEmpty else { continue }
-            Console.lines(["staged in grant \(review.staged.name) (\(Printable.path(bytes: review.path.bytes))), not applied:"]
+            Console.escapedLines(["staged in grant \(Printable.message(review.staged.name)) (\(Printable.path(bytes: review.path.bytes))), not applied:"]
                 + changes.prefix(200).map { "  " + Review.line($0, in: review.path) }
                 + (changes.count > 200 ? ["  ... and \(changes.count - 200) more (`sandboxed-run review list --app \(app)`)"] : []))
         }

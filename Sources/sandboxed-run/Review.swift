@@ -94,10 +94,10 @@ struct Review: ParsableCommand {
             var text: [String] = []
             for review in reviews {
                 let changes = try review.changes()
-                text.append("grant \(review.staged.name) (\(review.staged.grant)) \(Printable.path(bytes: review.path.bytes)): "
+                text.append("grant \(Printable.message(review.staged.name)) (\(review.staged.grant)) \(Printable.path(bytes: review.path.bytes)): "
                     + (changes.isEmpty ? "no changes" : "\(changes.count) change\(changes.count == 1 ? "" : "s")"))
                 if review.resolution.status != .fresh {
-                    text.append("  the grant is \(review.resolution.status.rawValue) now (\(review.resolution.message)): accepting applies nothing")
+                    text.append("  the grant is \(review.resolution.status.rawValue) now (\(Printable.message(review.resolution.message))): accepting applies nothing")
                 }
                 for change in changes {
                     text.append("  " + Review.line(change, in: review.path))
@@ -109,7 +109,8 @@ struct Review: ParsableCommand {
             } else if reviews.isEmpty {
                 print("app \(app.app) has no staged changes")
             } else {
-                Console.lines(text.map { $0 })
+                // A listing, on stdout; every name in it escaped once by `Review.line`.
+                Console.escapedLines(text, to: 1)
             }
         }
     }

@@ -320,7 +320,14 @@ struct RunOptions {
             Console.error(line.hasSuffix(", not explained") ? line.dropLast(", not explained".count) + "; run with --explain to see them" : line)
         }
         if !sandbox.stagedGrants.isEmpty, let broker {
-            try EndOfRunReview.run(sandbox.stagedReviews(broker: broker), app: app)
+            // The command ran: its status stays the launcher's whatever the
+            // review finds (a tree it made too deep to list must not turn
+            // its exit 0 into sandboxed-run's 125).
+            do {
+                try EndOfRunReview.run(sandbox.stagedReviews(broker: broker), app: app)
+            } catch {
+                Console.error("--review: \(error); the changes stay staged (`sandboxed-run review list --app \(app)`)")
+            }
         }
         Glibc.exit(termination.exitCode)
     }

@@ -138,6 +138,12 @@ enum Console {
         write(lines.map { Printable.message($0) + "\n" }.joined())
     }
 
+    /// Lines whose names the caller escaped already (`Printable`), as they
+    /// are: escaped again, a name's `\n` would be shown as `\\n`.
+    static func escapedLines(_ lines: [String], to descriptor: CInt = 2) {
+        write(lines.map { $0 + "\n" }.joined(), to: descriptor)
+    }
+
     static func write(_ text: String, to descriptor: CInt = 2) {
         var text = text
         text.withUTF8 { bytes in
