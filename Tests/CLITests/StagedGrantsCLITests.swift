@@ -607,36 +607,48 @@ import Testing
 
     // MARK: On a terminal
 
-    /// The end-of-run question on the launcher's terminal: `d` shows the
-    /// diff and asks again, `r` rejects, `a` accepts, Enter keeps them staged.
+    /// The end-of-run question on the launcher's terminal: `diff` shows the
+    /// diff and asks again, `reject` rejects, `accept` accepts, Enter keeps
+    /// them staged. An answer typed before the question is half a second on
+    /// screen (perhaps as the command told the person to) is no answer.
     /// Unprivileged too: the launcher then shares the person's terminal with the relay.
-    @Test(arguments: [("r", nil), ("a", nil), ("d\na", nil), ("", nil)] + (canBecomeNobody ? [("d\na", 65534), ("r", 65534)] : []) as [(String, uid_t?)])
+    @Test(arguments: [("reject", nil), ("accept", nil), ("diff\naccept", nil), ("", nil), ("early", nil)]
+        + (canBecomeNobody ? [("diff\naccept", 65534), ("reject", 65534)] : []) as [(String, uid_t?)])
     func theEndOfRunQuestion(answers: String, as user: uid_t?) throws {
         let vault = try Vault(as: user, files: [("a.txt", "alpha\n")])
         let terminal = try PersonAtTerminal()
         // setsid -c: the pty is the launcher's controlling terminal (/dev/tty), as in a login session.
         let launcher = (user == nil ? [] : Self.nobody) + [CLI.binary] + vault.runArguments("echo more >> a.txt; printf 'title\\033]0;owned\\007\\n' > b.txt; echo ran; exit 4")
         let process = try Self.start(["/usr/bin/setsid", "--wait", "--ctty"] + launcher, on: terminal, home: vault.home)
-        let question = "Apply these changes? [a]ccept all, [r]eject all, [d]iff, [k]eep staged (default): "
-        for (index, answer) in answers.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
-            #expect(terminal.waitFor(question, times: index + 1), "\(terminal.output)")
-            terminal.type(answer + "\r")
+        let question = "Apply these changes? Type accept, reject, diff, or keep (the default: they stay staged): "
+        if answers == "early" {
+            // Typed the moment the question shows: thrown away; then Enter, in time.
+            #expect(terminal.waitFor(question, times: 1), "\(terminal.output)")
+            terminal.type("accept\r")
+            usleep(900_000)
+            terminal.type("\r")
+        } else {
+            for (index, answer) in answers.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+                #expect(terminal.waitFor(question, times: index + 1), "\(terminal.output)")
+                usleep(700_000)  // keys count from half a second after the question
+                terminal.type(answer + "\r")
+            }
         }
         #expect(terminal.finish(process) == 4, "the command's status: \(terminal.output)")
         let shown = terminal.output
         #expect(shown.contains("ran") && shown.contains("  modified    \(vault.folder)/a.txt"), "\(shown)")
         switch answers {
-        case "r":
+        case "reject":
             #expect(shown.contains("rejected: the folder is as it was"), "\(shown)")
             #expect(try Self.read(vault.folder + "/a.txt") == "alpha\n" && vault.changes().isEmpty)
             #expect(!FileManager.default.fileExists(atPath: vault.folder + "/b.txt"))
-        case "a", "d\na":
+        case "accept", "diff\naccept":
             #expect(shown.contains("accepted: the changes are in the folder, on disk"), "\(shown)")
             #expect(try Self.read(vault.folder + "/a.txt") == "alpha\nmore\n" && vault.changes().isEmpty)
-            #expect(shown.contains("--- a/a.txt\r\n+++ b/a.txt\r\n@@ -1 +1,2 @@\r\n alpha\r\n+more\r\n") == (answers == "d\na"), "\(shown)")
-            #expect(terminal.count(question) == (answers == "d\na" ? 2 : 1))
+            #expect(shown.contains("--- a/a.txt\r\n+++ b/a.txt\r\n@@ -1 +1,2 @@\r\n alpha\r\n+more\r\n") == (answers == "diff\naccept"), "\(shown)")
+            #expect(terminal.count(question) == (answers == "diff\naccept" ? 2 : 1))
             // The file's bytes are shown, never obeyed: no raw escape sequence from the diff.
-            #expect(shown.contains("+title\\x1b]0;owned\\x07\r\n") == (answers == "d\na"), "\(shown.debugDescription)")
+            #expect(shown.contains("+title\\x1b]0;owned\\x07\r\n") == (answers == "diff\naccept"), "\(shown.debugDescription)")
             #expect(!shown.contains("\u{1B}]0;owned"), "\(shown.debugDescription)")
             #expect(Self.read(vault.folder + "/b.txt") == "title\u{1B}]0;owned\u{07}\n")
         default:
