@@ -195,7 +195,7 @@ load = open("/proc/loadavg").read().split()[:3]
 print(f"staged grants against plain grants: one interleaved run, {rounds} rounds (+{warmup} warm-up), "
       f"each launch {LAUNCHES} times a round (the first with 2,000 files once); {elapsed / 60:.1f} min; load average at the end {' '.join(load)}")
 print(f"folders: {FILES:,} files of 2 KiB in {FOLDERS} folders, and 10; kernel {os.uname().release}; "
-      f"{subprocess.run(['findmnt', '-n', '-o', 'FSTYPE,SOURCE', '-T', root], stdout=subprocess.PIPE, text=True).stdout.strip()}")
+      f"{' '.join(subprocess.run(['findmnt', '-n', '-o', 'FSTYPE,SOURCE,OPTIONS', '-T', root], stdout=subprocess.PIPE, text=True).stdout.split())}")
 print("medians in ms (p25–p75); ratio = staged median / plain median, wall clock and CPU time\n")
 rows = []
 
@@ -222,6 +222,9 @@ headers = ("measure", "plain ms", "staged ms", "wall ×", "CPU ×", "target", ""
 widths = [max(len(str(r[i])) for r in rows + [headers]) for i in range(len(headers))]
 for r in [headers] + rows:
     print("  ".join(str(v).ljust(widths[i]) for i, v in enumerate(r)).rstrip())
+print(f"CPU time, medians: review accept {med(cpu['accept']):.0f} ms, cp -a + sync {med(cpu['cp -a + sync']):.0f} ms; "
+      f"launch with 2,000 files: plain {med(cpu['launch 2,000 plain']):.1f} ms, first {med(cpu['launch 2,000 first']):.1f} ms, "
+      f"later {med(cpu['launch 2,000 later']):.1f} ms")
 
 # Where a staged launch's time goes: the launcher's phases
 # (SANDBOXED_RUN_PHASES=1) end when the command has ended; the staging
@@ -249,17 +252,40 @@ for name in phase_names:
     print(f"  {name:20} request {med(request[name]):7.1f} (+{med(request[name]) - base_request:6.1f})   "
           f"end of run +{med(after[name]) - base_after:6.1f}")
 
-# Where accept's time goes: one more accept under strace (-w: the wall clock
-# spent in each system call; strace slows every call, so shares only).
-check(run("bench.accept", accept_bookmark, [python, "-c", MODIFY, "strace"], review=True))
-check(["sync"])
-summary = os.path.join(root, "strace.txt")
-start = time.perf_counter()
-check(["strace", "-f", "-c", "-w", "-o", summary, binary, "review", "accept", "--app", "bench.accept"])
-traced = (time.perf_counter() - start) * 1e3
-print(f"\nwhere review accept's time goes: one accept of {FILES:,} files under strace -c -w took {traced:.0f} ms; "
-      "wall-clock time in the system calls that took most:")
-for line in open(summary).read().splitlines()[2:9]:
+# Where accept's time goes. One accept as in the run, its CPU time split
+# into user and system; then one under strace, stopping only at fsync,
+# renameat and unlinkat (--seccomp-bpf: the other calls run untraced):
+# the change list before the first file, the files applied, and what
+# follows the last (the change list again, the clone discarded).
+def stage_for_accept(label):
+    check(run("bench.accept", accept_bookmark, [python, "-c", MODIFY, label], review=True))
+    check(["sync"])
+
+
+stage_for_accept("split")
+before = os.times()
+w, _, _, _ = timed([binary, "review", "accept", "--app", "bench.accept"])
+after_ = os.times()
+user, system = (after_.children_user - before.children_user) * 1e3, (after_.children_system - before.children_system) * 1e3
+stage_for_accept("traced")
+trace = os.path.join(root, "strace.txt")
+start = time.time()
+check(["strace", "--seccomp-bpf", "-f", "-ttt", "-T", "-e", "trace=fsync,renameat,unlinkat,exit_group", "-o", trace,
+       binary, "review", "accept", "--app", "bench.accept"])
+calls = []
+for line in open(trace):
     words = line.split()
-    if len(words) >= 5 and words[0][0].isdigit():
-        print(f"  {words[-1]:18} {float(words[1]) * 1e3:8.0f} ms  {int(words[3]):6d} calls  {float(words[1]) * 1e3 / traced * 100:5.1f}% of the accept")
+    if len(words) > 2 and "(" in words[2]:
+        took = float(line.rsplit("<", 1)[1].rstrip(">\n")) if line.rstrip().endswith(">") else 0.0
+        calls.append((float(words[1]), words[2].split("(")[0], took, line))
+end = calls[-1][0]
+fsyncs = [c for c in calls if c[1] == "fsync"]
+renames = [c for c in calls if c[1] == "renameat" and ".sr-" in c[3]]
+unlinks = [c for c in calls if c[1] == "unlinkat"]
+print(f"\nwhere review accept's time goes ({FILES:,} changed files): untraced {w:.0f} ms, CPU {user:.0f} ms user + {system:.0f} ms system; "
+      f"under strace (stopping at fsync, renameat, unlinkat only) {1e3 * (end - start):.0f} ms:")
+print(f"  before the first file is applied (start-up, the change list)  {1e3 * (fsyncs[0][0] - start):7.0f} ms")
+print(f"  applying the files (first fsync to last rename)               {1e3 * (renames[-1][0] - fsyncs[0][0]):7.0f} ms, "
+      f"of which {len(fsyncs):,} fsyncs {1e3 * sum(c[2] for c in fsyncs):.0f} ms ({len(renames):,} renames)")
+print(f"  after the last (the change list again, the clone discarded)   {1e3 * (end - renames[-1][0]):7.0f} ms, "
+      f"of which {len(unlinks):,} unlinkat {1e3 * sum(c[2] for c in unlinks):.0f} ms")
