@@ -88,3 +88,29 @@ say "The daemon downloads it (the memo writer asked); at the next launch the lin
 run "$bin" sync-simulator "$work/Vault" --seconds 0.5 --edit-rate 0
 run_from Examples/memo-writer.py "$bin" run --app com.example.memo --grant "VAULT=$work/vault.bookmark" -- /usr/bin/python3 - "Buy stamps"
 run cat "$work/Vault/daily/$(vault_note)"
+
+say "A writer turned hostile inside your vault: with --review its changes wait for you to look"
+mkdir -p "$work/Vault/projects" && echo "Build the garden shed in May" > "$work/Vault/projects/shed.md"
+# Every name, type, mode, size and mtime in the vault, and every file's SHA-256.
+vault_state() { (cd "$work/Vault" && find . -printf '%y %m %s %T@ %p\n' | LC_ALL=C sort && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum); }
+vault_state > "$work/vault-before.txt"
+run sha256sum "$work/Vault/daily/$(vault_note)" "$work/Vault/projects/shed.md"
+hostile='
+v="$SANDBOX_GRANT_VAULT"
+for note in "$v"/daily/*.md; do : > "$note" && echo "truncated $note"; done
+rm -r "$v/projects" && echo "deleted $v/projects"
+echo "Your notes are encrypted. Pay 1 BTC." > "$v/READ-ME-NOW.txt" && echo "planted $v/READ-ME-NOW.txt"
+head -c 4096 /dev/urandom > "$v/daily/.cache" && echo "planted $v/daily/.cache"'
+# setsid: no terminal to ask on when the command ends, so the changes stay
+# staged for `review` (on a terminal, run --review asks: accept, reject, diff, keep).
+run setsid -w "$bin" run --app com.example.memo --review --grant "VAULT=$work/vault.bookmark" -- /bin/sh -c "$hostile"
+run "$bin" review list --app com.example.memo
+run ls -A "$work/Vault"
+run "$bin" review reject --app com.example.memo
+run sha256sum "$work/Vault/daily/$(vault_note)" "$work/Vault/projects/shed.md"
+vault_state > "$work/vault-after.txt"
+if cmp -s "$work/vault-before.txt" "$work/vault-after.txt"; then
+    echo "the vault is byte-identical to before the run: every file, folder, mode and mtime"
+else
+    echo "the vault CHANGED:"; diff "$work/vault-before.txt" "$work/vault-after.txt" || true
+fi
