@@ -76,9 +76,10 @@ public final class RunningSandbox: @unchecked Sendable {
         }
         let termination = try process.wait()
         // What the command wrote in a staged grant is on disk before anyone
-        // is told it is staged (every process of the sandbox has ended).
+        // is told it is staged (every process of the sandbox has ended); a
+        // clone it left unchanged goes.
         for grant in stagedGrants {
-            do { try grant.staging?.flush() } catch {
+            do { _ = try grant.staging?.settleAfterRun() } catch {
                 throw .setup(step: "flushing the staged changes of grant \(grant.name): \(error)", errno: .ioError)
             }
         }

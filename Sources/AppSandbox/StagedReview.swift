@@ -106,7 +106,7 @@ extension RunningSandbox {
     /// areas are this sandbox's, still locked; each bookmark resolved again).
     public func stagedReviews(broker: GrantBroker) throws -> [StagedReview] {
         try stagedGrants.compactMap { grant in
-            guard let area = grant.staging, let staged = try area.stagedGrant() else { return nil }
+            guard let area = grant.staging, area.hasClone, let staged = try area.stagedGrant() else { return nil }
             return StagedReview(area: area, staged: staged, resolution: try broker.resolve(staged.bookmark, app: staged.app))
         }
     }

@@ -15,6 +15,11 @@ int csb_name_to_handle(int fd, struct csb_file_handle *handle, int *mount_id, in
     return rc;
 }
 
+int csb_name_to_handle_at(int dirfd, const char *name, struct csb_file_handle *handle, int *mount_id) {
+    handle->handle_bytes = sizeof(handle->f_handle);
+    return name_to_handle_at(dirfd, name, (struct file_handle *)handle, mount_id, 0);
+}
+
 int csb_open_by_handle(int mount_fd, struct csb_file_handle *handle) {
     return open_by_handle_at(mount_fd, (struct file_handle *)handle, O_PATH | O_DIRECTORY | O_CLOEXEC);
 }

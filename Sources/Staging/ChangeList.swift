@@ -12,8 +12,7 @@ enum ChangeList {
         var found: [TreeItem] = []
         found.append(TreeItem(path: [], kind: .folder, identity: try Clone.identity(of: tree, path: []), status: try Clone.statusOf(tree, [])))
         try TreeWalk.walk(tree, context: ()) { (entry, _) throws(StagingError) -> Void? in
-            let item = try TreeWalk.openItem(entry.name, in: entry.parent, path: entry.path)
-            let identity = entry.kind == .special ? [] : try Clone.identity(of: item, path: entry.path)
+            let identity = entry.kind == .special ? [] : try Clone.identity(of: entry.name, in: entry.parent, path: entry.path)
             found.append(TreeItem(path: entry.path, kind: entry.kind, identity: identity, status: Status(entry.status)))
             return entry.kind == .folder ? () : nil
         }

@@ -145,6 +145,21 @@ enum Clone {
         throw .cannotStage(path: entry.path, reason: "it kept changing while it was being copied (\(attempts) tries): try again when whatever writes it is done")
     }
 
+    /// The identity of `name` in `folder`, read without opening it where
+    /// the filesystem gives handles (a walk of thousands of items).
+    static func identity(of name: [UInt8], in folder: CInt, path: [UInt8]) throws(StagingError) -> [UInt8] {
+        var handle = csb_file_handle()
+        var mount: CInt = 0
+        if name.withCString({ csb_name_to_handle_at(folder, $0, &handle, &mount) }) == 0 { return encoded(handle) }
+        return try identity(of: TreeWalk.openItem(name, in: folder, path: path), path: path)
+    }
+
+    private static func encoded(_ handle: csb_file_handle) -> [UInt8] {
+        let type = withUnsafeBytes(of: handle.handle_type.littleEndian) { Array($0) }
+        let bytes = withUnsafeBytes(of: handle.f_handle) { Array($0.prefix(Int(handle.handle_bytes))) }
+        return [UInt8(ascii: "h")] + type + bytes
+    }
+
     static func statusOf(_ descriptor: OwnedDescriptor, _ path: [UInt8]) throws(StagingError) -> Status {
         do { return Status(try descriptor.status()) } catch { throw .system(step: "reading", path: path, errno: error) }
     }
@@ -158,11 +173,7 @@ enum Clone {
         handle.handle_bytes = UInt32(MemoryLayout.size(ofValue: handle.f_handle))
         var mount: CInt = 0
         var fid: CInt = 0
-        if csb_name_to_handle(descriptor.rawValue, &handle, &mount, &fid) == 0 {
-            let type = withUnsafeBytes(of: handle.handle_type.littleEndian) { Array($0) }
-            let bytes = withUnsafeBytes(of: handle.f_handle) { Array($0.prefix(Int(handle.handle_bytes))) }
-            return [UInt8(ascii: "h")] + type + bytes
-        }
+        if csb_name_to_handle(descriptor.rawValue, &handle, &mount, &fid) == 0 { return encoded(handle) }
         var seconds: Int64 = 0
         var nanoseconds: UInt32 = 0
         guard csb_birth_time(descriptor.rawValue, &seconds, &nanoseconds) == 0 else {

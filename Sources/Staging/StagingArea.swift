@@ -152,14 +152,15 @@ public final class StagingArea: @unchecked Sendable {
             let new = try makeFolder("new", in: folder)
             let tree = try makeFolder("tree", in: new)
             let manifest = try Clone.make(from: host, into: tree)
-            try write("manifest", in: new, manifest.encoded())
-            try write("grant", in: folder, staged.encoded())
-            // Everything cloned is on disk before the clone counts.
+            try write("manifest", in: new, manifest.encoded(), durable: false)
+            try write("grant", in: folder, staged.encoded(), durable: false)
+            // Everything cloned is on disk before the clone counts (one
+            // flush for all of it), and the rename before the command runs.
             try syncFilesystem(of: new, step: "flushing the clone")
             guard "new".withCString({ new in "current".withCString { renameat(folder.rawValue, new, folder.rawValue, $0) } }) == 0 else {
                 throw .system(step: "putting in place", path: Array((shown + "/current").utf8), errno: Errno(rawValue: errno))
             }
-            try syncFilesystem(of: folder, step: "flushing")
+            guard fsync(folder.rawValue) == 0 else { throw .system(step: "flushing", path: Array(shown.utf8), errno: Errno(rawValue: errno)) }
         } else if try stagedGrant() != staged {
             // The same grant, launched with another bookmark: one rewritten
             // when its folder moved (--on-stale follow). Kept, the old one
@@ -174,10 +175,25 @@ public final class StagingArea: @unchecked Sendable {
         }
     }
 
-    /// Flushes the clone: what the command wrote is on disk (called when a
-    /// staged run ends, before anyone is told the changes are kept).
+    /// Flushes the clone: what the command wrote is on disk (before anyone
+    /// is told the changes are kept).
     public func flush() throws(StagingError) {
         try syncFilesystem(of: folder, step: "flushing the staged changes in")
+    }
+
+    /// When a staged run has ended: a clone the command left unchanged goes
+    /// (the next run clones the folder as it is then, not a stale copy; no
+    /// flush is needed for that, a clone that survives a crash holds no
+    /// change); one with changes is flushed. Whether changes are staged.
+    public func settleAfterRun() throws(StagingError) -> Bool {
+        guard hasClone else { return false }
+        // A clone that cannot be listed (too deep, say) is kept, flushed: `review` says why.
+        if (try? changes(host: nil).changes.isEmpty) == true {
+            try discard(durable: false)
+            return false
+        }
+        try flush()
+        return true
     }
 
     /// Every staged change, by the clone against its manifest. `host`: the
@@ -232,6 +248,10 @@ public final class StagingArea: @unchecked Sendable {
 
     /// Throws every staged change away: the clone and its manifest go.
     public func discard() throws(StagingError) {
+        try discard(durable: true)
+    }
+
+    private func discard(durable: Bool) throws(StagingError) {
         // Renamed away first: a discard cut short leaves no half clone that counts.
         var status = stat()
         if "current".withCString({ fstatat(folder.rawValue, $0, &status, AT_SYMLINK_NOFOLLOW) }) == 0 {
@@ -239,7 +259,7 @@ public final class StagingArea: @unchecked Sendable {
             guard "current".withCString({ current in "discarded".withCString { renameat(folder.rawValue, current, folder.rawValue, $0) } }) == 0 else {
                 throw .system(step: "discarding", path: Array((shown + "/current").utf8), errno: Errno(rawValue: errno))
             }
-            try syncFilesystem(of: folder, step: "flushing")
+            if durable { try syncFilesystem(of: folder, step: "flushing") }
         }
         try removeIfThere("discarded")
         try removeIfThere("new")
@@ -255,7 +275,9 @@ public final class StagingArea: @unchecked Sendable {
         return try TreeWalk.openFolder(Array(name.utf8), in: parent, path: Array((shown + "/" + name).utf8))
     }
 
-    private func write(_ name: String, in parent: OwnedDescriptor, _ bytes: [UInt8]) throws(StagingError) {
+    /// Replaces `name` whole; `durable`: flushed, and its folder (else the
+    /// caller flushes the filesystem before it counts on it).
+    private func write(_ name: String, in parent: OwnedDescriptor, _ bytes: [UInt8], durable: Bool = true) throws(StagingError) {
         let temporary = name + ".new"
         _ = temporary.withCString { unlinkat(parent.rawValue, $0, 0) }
         let fd = temporary.withCString { openat(parent.rawValue, $0, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600) }
@@ -270,11 +292,11 @@ public final class StagingArea: @unchecked Sendable {
             }
             offset += written
         }
-        guard fsync(file.rawValue) == 0 else { throw .system(step: "flushing", path: Array((shown + "/" + name).utf8), errno: Errno(rawValue: errno)) }
+        if durable, fsync(file.rawValue) != 0 { throw .system(step: "flushing", path: Array((shown + "/" + name).utf8), errno: Errno(rawValue: errno)) }
         guard temporary.withCString({ old in name.withCString { renameat(parent.rawValue, old, parent.rawValue, $0) } }) == 0 else {
             throw .system(step: "writing", path: Array((shown + "/" + name).utf8), errno: Errno(rawValue: errno))
         }
-        _ = fsync(parent.rawValue)
+        if durable, fsync(parent.rawValue) != 0 { throw .system(step: "flushing", path: Array(shown.utf8), errno: Errno(rawValue: errno)) }
     }
 
     /// A private file of the area (relative path), read whole; nil when missing.

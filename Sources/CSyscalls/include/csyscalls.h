@@ -123,6 +123,9 @@ struct csb_file_handle {
 /// refuse plain handles (overlayfs) retries with `AT_HANDLE_FID` and sets
 /// `*is_fid`. Such a handle identifies but cannot be opened.
 int csb_name_to_handle(int fd, struct csb_file_handle *handle, int *mount_id, int *is_fid);
+/// `name_to_handle_at(dirfd, name, ...)`, not following a last link: an
+/// entry's handle without opening it.
+int csb_name_to_handle_at(int dirfd, const char *name, struct csb_file_handle *handle, int *mount_id);
 /// `open_by_handle_at(mount_fd, handle, O_PATH | O_DIRECTORY)`: needs CAP_DAC_READ_SEARCH.
 int csb_open_by_handle(int mount_fd, struct csb_file_handle *handle);
 /// `fstatfs(2)`: the filesystem's f_fsid and f_type (hidden from Swift by Glibc).
