@@ -173,20 +173,20 @@ _sandboxed-run() {
     unset 'unparsed_words[0]'
     unparsed_words=("${unparsed_words[@]}")
     case "${subcommand}" in
-    run|pick|resolve|grants|container|doctor|append|open-panel|start-accessing|stop-accessing|coordinate|sync-simulator|versions|help)
+    run|pick|resolve|grants|container|doctor|append|open-panel|start-accessing|stop-accessing|coordinate|sync-simulator|versions|review|help)
         # Offer subcommand argument completions
         "_sandboxed-run_${subcommand}"
         ;;
     *)
         # Offer subcommand completions
-        COMPREPLY+=($(compgen -W 'run pick resolve grants container doctor append open-panel start-accessing stop-accessing coordinate sync-simulator versions help' -- "${cur}"))
+        COMPREPLY+=($(compgen -W 'run pick resolve grants container doctor append open-panel start-accessing stop-accessing coordinate sync-simulator versions review help' -- "${cur}"))
         ;;
     esac
 }
 
 _sandboxed-run_run() {
     repeating_flags=()
-    non_repeating_flags=(--best-effort --report --explain --supervise-metadata --version -h --help)
+    non_repeating_flags=(--best-effort --report --explain --supervise-metadata --review --version -h --help)
     repeating_options=(--keep-fd --setenv --keep-env --grant)
     non_repeating_options=(--app --policy --on-stale --on-missing --chdir --denials --denials-limit --view --picker)
     __sandboxed-run_offer_flags_options -1
@@ -547,6 +547,89 @@ _sandboxed-run_versions() {
     case "${positional_number}" in
     1)
         __sandboxed-run_add_completions -W 'list'$'\n''show'$'\n''resolve'
+        return
+        ;;
+    esac
+}
+
+_sandboxed-run_review() {
+    repeating_flags=()
+    non_repeating_flags=(--version -h --help)
+    repeating_options=()
+    non_repeating_options=()
+    __sandboxed-run_offer_flags_options 0
+
+    # Offer subcommand / subcommand argument completions
+    local -r subcommand="${unparsed_words[0]}"
+    unset 'unparsed_words[0]'
+    unparsed_words=("${unparsed_words[@]}")
+    case "${subcommand}" in
+    list|diff|accept|reject)
+        # Offer subcommand argument completions
+        "_sandboxed-run_review_${subcommand}"
+        ;;
+    *)
+        # Offer subcommand completions
+        COMPREPLY+=($(compgen -W 'list diff accept reject' -- "${cur}"))
+        ;;
+    esac
+}
+
+_sandboxed-run_review_list() {
+    repeating_flags=()
+    non_repeating_flags=(--json --version -h --help)
+    repeating_options=()
+    non_repeating_options=(--app)
+    __sandboxed-run_offer_flags_options 0
+
+    # Offer option value completions
+    case "${prev}" in
+    '--app')
+        return
+        ;;
+    esac
+}
+
+_sandboxed-run_review_diff() {
+    repeating_flags=()
+    non_repeating_flags=(--version -h --help)
+    repeating_options=()
+    non_repeating_options=(--app)
+    __sandboxed-run_offer_flags_options -1
+
+    # Offer option value completions
+    case "${prev}" in
+    '--app')
+        return
+        ;;
+    esac
+}
+
+_sandboxed-run_review_accept() {
+    repeating_flags=()
+    non_repeating_flags=(--version -h --help)
+    repeating_options=()
+    non_repeating_options=(--app)
+    __sandboxed-run_offer_flags_options -1
+
+    # Offer option value completions
+    case "${prev}" in
+    '--app')
+        return
+        ;;
+    esac
+}
+
+_sandboxed-run_review_reject() {
+    repeating_flags=()
+    non_repeating_flags=(--version -h --help)
+    repeating_options=()
+    non_repeating_options=(--app)
+    __sandboxed-run_offer_flags_options -1
+
+    # Offer option value completions
+    case "${prev}" in
+    '--app')
         return
         ;;
     esac
