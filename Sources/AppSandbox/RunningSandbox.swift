@@ -53,7 +53,13 @@ public final class RunningSandbox: @unchecked Sendable {
         self.registration = registration
         self.service = service
         stagedGrants = staged
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        started = Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec)
     }
+
+    /// When the command was started (ns since the epoch): what a staged grant's clone changed since needs flushing.
+    private let started: Int64
 
     /// The tree the command sees (a best-effort launch may fall back to the host view).
     public var view: FileSystemView { process.view }
@@ -79,7 +85,7 @@ public final class RunningSandbox: @unchecked Sendable {
         // is told it is staged (every process of the sandbox has ended); a
         // clone it left unchanged goes.
         for grant in stagedGrants {
-            do { _ = try grant.staging?.settleAfterRun() } catch {
+            do { _ = try grant.staging?.settleAfterRun(host: try? grant.rule.descriptor.reopenedFolder(), since: started) } catch {
                 throw .setup(step: "flushing the staged changes of grant \(grant.name): \(error)", errno: .ioError)
             }
         }

@@ -185,20 +185,41 @@ public final class StagingArea: @unchecked Sendable {
     /// (the next run clones the folder as it is then, not a stale copy; no
     /// flush is needed for that, a clone that survives a crash holds no
     /// change); one with changes is flushed. Whether changes are staged.
-    public func settleAfterRun() throws(StagingError) -> Bool {
+    /// `host`: the granted folder, to say what changed outside (the list
+    /// is kept for the next `changes(host:)`, the end-of-run review's);
+    /// `since`: when the run started (ns since the epoch, realtime): a clone
+    /// in which nothing changed since (no ctime, which no process sets, at
+    /// or after it) needs no flush, the run before flushed it.
+    public func settleAfterRun(host: OwnedDescriptor? = nil, since start: Int64? = nil) throws(StagingError) -> Bool {
         guard hasClone else { return false }
         // A clone that cannot be listed (too deep, say) is kept, flushed: `review` says why.
-        if (try? changes(host: nil).changes.isEmpty) == true {
+        guard let listed = try? changes(host: host) else {
+            try flush()
+            return true
+        }
+        if listed.changes.isEmpty {
             try discard(durable: false)
             return false
         }
-        try flush()
+        settled = listed
+        // A second of margin: timestamps may be coarser than the clock read.
+        if start.map({ start in listed.found.values.contains { $0.status.changed >= start - 1_000_000_000 } }) ?? true {
+            try flush()
+        }
         return true
     }
+
+    /// The list `settleAfterRun` made, for the first `changes(host:)` after it.
+    private var settled: StagedChanges?
 
     /// Every staged change, by the clone against its manifest. `host`: the
     /// granted folder (open), to say which changed outside since staged.
     public func changes(host: OwnedDescriptor?) throws(StagingError) -> StagedChanges {
+        // Just after a run, nothing else could have changed the clone (this holder has it alone).
+        if let listed = settled {
+            settled = nil
+            return listed
+        }
         let (tree, manifest) = try openClone()
         return try ChangeList.compute(tree: tree, manifest: manifest, host: host)
     }
