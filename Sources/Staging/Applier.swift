@@ -308,16 +308,21 @@ struct Applier {
         return .applied
     }
 
-    /// Whether a link's text, read from its folder, stays below the granted folder.
+    /// Whether a link's text, read from its folder, stays below the granted
+    /// folder. Its ".."s come first: the folder a link is in is reached
+    /// through no link, but a name in the text may be one ("b -> ."), and
+    /// the kernel resolves "b/.." as the parent of b's target, not as "".
     static func staysInside(_ text: [UInt8], at folder: [UInt8]) -> Bool {
         guard !text.isEmpty, text.first != UInt8(ascii: "/") else { return false }
         var depth = folder.isEmpty ? 0 : folder.split(separator: UInt8(ascii: "/")).count
+        var descended = false
         for name in text.split(separator: UInt8(ascii: "/")) {
             if name.elementsEqual([0x2E, 0x2E]) {
                 depth -= 1
-                if depth < 0 { return false }
+                if depth < 0 || descended { return false }
             } else if !name.elementsEqual([0x2E]) {
                 depth += 1
+                descended = true
             }
         }
         return true
