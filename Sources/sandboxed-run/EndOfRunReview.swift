@@ -9,13 +9,14 @@ import SystemPackage
 enum EndOfRunReview {
     static func run(_ reviews: [StagedReview], app: String) throws {
         var total = 0
+        var lines: [String] = []
         for review in reviews {
             let changes = try review.changes()
             total += changes.count
             guard !changes.isEmpty else { continue }
-            Console.escapedLines(["staged in grant \(Printable.message(review.staged.name)) (\(Printable.path(bytes: review.path.bytes))), not applied:"]
+            lines += ["staged in grant \(Printable.message(review.staged.name)) (\(Printable.path(bytes: review.path.bytes))), not applied:"]
                 + changes.prefix(200).map { "  " + Review.line($0, in: review.path) }
-                + (changes.count > 200 ? ["  ... and \(changes.count - 200) more (`sandboxed-run review list --app \(app)`)"] : []))
+                + (changes.count > 200 ? ["  ... and \(changes.count - 200) more (`sandboxed-run review list --app \(app)`)"] : [])
         }
         guard total > 0 else {
             for review in reviews { _ = try? review.reject() }
@@ -25,16 +26,25 @@ enum EndOfRunReview {
         let tty = open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC)
         guard tty >= 0, isatty(0) != 0 || isatty(2) != 0 else {
             if tty >= 0 { close(tty) }
+            Console.escapedLines(lines)
             Console.notice("\(total) change\(total == 1 ? " is" : "s are") staged: review with `sandboxed-run review list --app \(app)` "
                 + "(and `review diff`, `review accept`, `review reject`)")
             return
         }
         defer { close(tty) }
+        // The command had the terminal until now: its output may have left it
+        // concealing or recolouring text, and it may have printed a forged
+        // list. The terminal is put back first, and every line the launcher
+        // shows carries its mark, as a live grant's question does.
+        let mark = LiveGrantTerminalSession.lineMark.text
+        write(tty, LiveGrantTerminalSession.terminalReset + lines.map { mark + $0 + "\u{1B}[0m\r\n" }.joined())
+        // Signals were held for the command, which has ended: Ctrl-C now ends the question, and the changes stay staged.
+        _ = csb_forward_signals_to(-1)
         for _ in 0..<5 {
             // Whatever waits unread on the terminal was typed before this
             // question was on screen, perhaps as the command told the person
             // to: it is no answer. And the answer is a word, never one key.
-            write(tty, "Apply these changes? Type accept, reject, diff, or keep (the default: they stay staged): ")
+            write(tty, mark + "Apply these changes? Type accept, reject, diff, or keep (the default: they stay staged): \u{1B}[0m")
             // Keys count only from half a second after the question is on
             // screen, as for the live grants' questions.
             usleep(500_000)

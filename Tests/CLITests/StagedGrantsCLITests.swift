@@ -618,7 +618,7 @@ import Testing
         let vault = try Vault(as: user, files: [("a.txt", "alpha\n")])
         let terminal = try PersonAtTerminal()
         // setsid -c: the pty is the launcher's controlling terminal (/dev/tty), as in a login session.
-        let launcher = (user == nil ? [] : Self.nobody) + [CLI.binary] + vault.runArguments("echo more >> a.txt; printf 'title\\033]0;owned\\007\\n' > b.txt; echo ran; exit 4")
+        let launcher = (user == nil ? [] : Self.nobody) + [CLI.binary] + vault.runArguments("echo more >> a.txt; printf 'title\\033]0;owned\\007\\n' > b.txt; echo ran; printf '\\033[8m'; exit 4")
         let process = try Self.start(["/usr/bin/setsid", "--wait", "--ctty"] + launcher, on: terminal, home: vault.home)
         let question = "Apply these changes? Type accept, reject, diff, or keep (the default: they stay staged): "
         if answers == "early" {
@@ -637,6 +637,10 @@ import Testing
         #expect(terminal.finish(process) == 4, "the command's status: \(terminal.output)")
         let shown = terminal.output
         #expect(shown.contains("ran") && shown.contains("  modified    \(vault.folder)/a.txt"), "\(shown)")
+        // The command left the terminal concealing text: the launcher resets it before its list, and marks each line.
+        let concealed = shown.range(of: "\u{1B}[8m", options: .backwards), reset = shown.range(of: "\u{18}\u{1B}\\", options: .backwards)
+        #expect(concealed != nil && reset != nil && reset!.lowerBound > concealed!.lowerBound, "\(shown.debugDescription)")
+        #expect(shown.contains(" sandboxed-run \u{1B}[0m   modified    \(vault.folder)/a.txt"), "\(shown.debugDescription)")
         switch answers {
         case "reject":
             #expect(shown.contains("rejected: the folder is as it was"), "\(shown)")

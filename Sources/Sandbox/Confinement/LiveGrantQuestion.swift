@@ -105,6 +105,10 @@ public final class LiveGrantTerminalSession: @unchecked Sendable {
     /// The mark, for lines drawn with `draw`, and the columns it takes.
     public static var lineMark: (text: String, width: Int) { (mark, 16) }
 
+    /// `reset`, for a question the launcher asks on the terminal itself once
+    /// the command has ended (`run --review`'s).
+    public static var terminalReset: String { reset }
+
     /// Shows `lines`, each marked as the launcher's. The caller escapes
     /// whatever came from elsewhere (`Printable`).
     public func show(_ lines: [String]) {

@@ -1,4 +1,4 @@
-// docs/staging.md:116, copied by scripts/doc-snippets: edit the doc, then run it.
+// docs/staging.md:118, copied by scripts/doc-snippets: edit the doc, then run it.
 // Compiled with the products AppSandbox, as a user's package that depends on them.
 import AppSandbox
 
