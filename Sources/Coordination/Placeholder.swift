@@ -170,7 +170,7 @@ public enum Placeholder {
         }
         var bytes = Array(name.utf8)
         if let entry = entries[nameBytesKey] {
-            guard case .string(let hex) = entry, let decoded = Self.bytes(hex: hex), !decoded.isEmpty, !decoded.contains(0),
+            guard case .string(let hex) = entry, let decoded = Printable.bytes(hex: hex), !decoded.isEmpty, !decoded.contains(0),
                   !decoded.contains(UInt8(ascii: "/")), decoded.count <= ItemNames.nameMax else { throw CoordinationError.damagedPlaceholder(path) }
             bytes = decoded
         }
@@ -196,23 +196,4 @@ public enum Placeholder {
     }
 
     static func matches(_ stub: Stub, _ name: [UInt8]) -> Bool { stub.name.bytes == name }
-
-    private static func bytes(hex: String) -> [UInt8]? {
-        let digits = Array(hex.utf8)
-        guard digits.count % 2 == 0 else { return nil }
-        var bytes: [UInt8] = []
-        for i in stride(from: 0, to: digits.count, by: 2) {
-            guard let high = value(digits[i]), let low = value(digits[i + 1]) else { return nil }
-            bytes.append(high << 4 | low)
-        }
-        return bytes
-    }
-
-    private static func value(_ digit: UInt8) -> UInt8? {
-        switch digit {
-        case 0x30...0x39: digit - 0x30
-        case 0x61...0x66: digit - 0x61 + 10
-        default: nil
-        }
-    }
 }

@@ -27,25 +27,11 @@ public struct GrantID: Hashable, Sendable, CustomStringConvertible {
 
     /// The id whose `hex` is `hex` (64 lower-case digits), or nil.
     public init?(hex: String) {
-        let digits = Array(hex.utf8)
-        guard digits.count == 64 else { return nil }
-        var digest: [UInt8] = []
-        for pair in stride(from: 0, to: 64, by: 2) {
-            guard let high = Self.value(digits[pair]), let low = Self.value(digits[pair + 1]) else { return nil }
-            digest.append(high << 4 | low)
-        }
+        guard let digest = Printable.bytes(hex: hex), digest.count == 32 else { return nil }
         self.digest = digest
     }
 
     init(digest: [UInt8]) { self.digest = digest }
-
-    private static func value(_ digit: UInt8) -> UInt8? {
-        switch digit {
-        case 0x30...0x39: digit - 0x30
-        case 0x61...0x66: digit - 0x61 + 10
-        default: nil
-        }
-    }
 
     /// The first 12 hex digits: enough to name one grant among millions.
     public var description: String { String(hex.prefix(12)) }

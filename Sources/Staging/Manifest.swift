@@ -106,7 +106,8 @@ struct Manifest: Equatable, Sendable {
             case "x": kind = .special
             default: throw damaged("line \(number + 1) has an unknown kind")
             }
-            guard let path = fields[1] == "-" ? [] : hexBytes(fields[1]), let clone = fields[2] == "-" ? [] : hexBytes(fields[2]) else {
+            guard let path = fields[1] == "-" ? [] : Printable.bytes(hex: fields[1]), let clone = fields[2] == "-" ? [] : Printable.bytes(hex: fields[2]),
+                  path.isEmpty == (fields[1] == "-"), clone.isEmpty == (fields[2] == "-") else {
                 throw damaged("line \(number + 1) has a field that is not hex")
             }
             guard path.isEmpty == (number == 1), !path.contains(0), isRelative(path) else { throw damaged("line \(number + 1) names no plain relative path") }
@@ -130,28 +131,6 @@ struct Manifest: Equatable, Sendable {
         if path.isEmpty { return true }
         return !path.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false).contains { name in
             name.isEmpty || name.elementsEqual([0x2E]) || name.elementsEqual([0x2E, 0x2E])
-        }
-    }
-
-    private static func hexBytes(_ text: String) -> [UInt8]? {
-        let digits = Array(text.utf8)
-        guard digits.count % 2 == 0, !digits.isEmpty else { return nil }
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(digits.count / 2)
-        var index = 0
-        while index < digits.count {
-            guard let high = value(digits[index]), let low = value(digits[index + 1]) else { return nil }
-            bytes.append(high << 4 | low)
-            index += 2
-        }
-        return bytes
-    }
-
-    private static func value(_ digit: UInt8) -> UInt8? {
-        switch digit {
-        case 0x30...0x39: digit - 0x30
-        case 0x61...0x66: digit - 0x61 + 10
-        default: nil
         }
     }
 }

@@ -38,30 +38,11 @@ public struct StagedGrant: Sendable, Equatable {
         }
         guard let appText = values["app"], let app = try? AppID(appText), let grantText = values["grant"], let grant = GrantID(hex: grantText),
               let name = values["name"], !name.isEmpty, name.utf8.allSatisfy({ $0 < 0x80 && $0 > 0x20 }),
-              let pathText = values["path"], let path = Self.bytes(hex: pathText), path.first == UInt8(ascii: "/"),
-              let bookmarkText = values["bookmark"], let bookmark = Self.bytes(hex: bookmarkText) else {
+              let pathText = values["path"], let path = Printable.bytes(hex: pathText), path.first == UInt8(ascii: "/"),
+              let bookmarkText = values["bookmark"], let bookmark = Printable.bytes(hex: bookmarkText) else {
             throw damaged("a value is missing or not valid")
         }
         return StagedGrant(app: app, grant: grant, name: name, path: FilePath(bytes: path), bookmark: bookmark)
-    }
-
-    static func bytes(hex: String) -> [UInt8]? {
-        let digits = Array(hex.utf8)
-        guard digits.count % 2 == 0, !digits.isEmpty else { return nil }
-        var out: [UInt8] = []
-        for pair in stride(from: 0, to: digits.count, by: 2) {
-            guard let high = value(digits[pair]), let low = value(digits[pair + 1]) else { return nil }
-            out.append(high << 4 | low)
-        }
-        return out
-    }
-
-    private static func value(_ digit: UInt8) -> UInt8? {
-        switch digit {
-        case 0x30...0x39: digit - 0x30
-        case 0x61...0x66: digit - 0x61 + 10
-        default: nil
-        }
     }
 }
 

@@ -69,6 +69,27 @@ public enum Printable {
 
     private static func hex(_ byte: UInt8) -> String { hex([byte]) }
 
+    /// The bytes `hex` spells: lower-case digits, two per byte (what `hex`
+    /// writes); nil for anything else.
+    public static func bytes(hex: String) -> [UInt8]? {
+        let digits = Array(hex.utf8)
+        guard digits.count % 2 == 0 else { return nil }
+        func value(_ digit: UInt8) -> UInt8? {
+            switch digit {
+            case 0x30...0x39: digit - 0x30
+            case 0x61...0x66: digit - 0x61 + 10
+            default: nil
+            }
+        }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(digits.count / 2)
+        for pair in stride(from: 0, to: digits.count, by: 2) {
+            guard let high = value(digits[pair]), let low = value(digits[pair + 1]) else { return nil }
+            bytes.append(high << 4 | low)
+        }
+        return bytes
+    }
+
     /// Lower-case hex digits, two per byte.
     public static func hex(_ bytes: [UInt8]) -> String {
         let digits = Array("0123456789abcdef".utf8)
