@@ -249,17 +249,13 @@ struct Applier {
         guard Int(status.st_size) <= FileVersion.largest else {
             return .leftStaged(reason: "it changed on the host since it was staged, and is too large (over \(FileVersion.largest >> 20) MiB) to keep as a conflict version: compare the two with `review diff`")
         }
-        var bytes = [UInt8](repeating: 0, count: Int(status.st_size))
-        var offset = 0
-        while offset < bytes.count {
-            let count = bytes.withUnsafeMutableBytes { pread(staged.rawValue, $0.baseAddress! + offset, $0.count - offset, off_t(offset)) }
-            if count < 0, errno == EINTR { continue }
-            guard count > 0 else { break }
-            offset += count
+        // A read that fails keeps the change staged: never a truncated conflict version.
+        guard let bytes = try? FileBytes.read(staged, upTo: Int(status.st_size), path: change.path) else {
+            return .leftStaged(reason: "the staged file cannot be read")
         }
         let version: FileVersion?
         do {
-            version = try coordinator.keepConflictVersion(of: location, contents: Array(bytes[0..<offset]), modified: status.st_mtim, savingComputer: savingComputer)
+            version = try coordinator.keepConflictVersion(of: location, contents: bytes, modified: status.st_mtim, savingComputer: savingComputer)
         } catch {
             return .leftStaged(reason: "it changed on the host since it was staged, and keeping the staged bytes as a conflict version failed: \(error)")
         }

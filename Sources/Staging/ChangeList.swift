@@ -53,7 +53,7 @@ enum ChangeList {
                 newMode: nil, changedOutside: false))
         }
         changes = try merged(changes, found: found, manifest: manifest, tree: tree, host: host)
-        changes.sort { ($0.path, $0.kind.rawValue).0.lexicographicallyPrecedes($1.path) || ($0.path == $1.path && $0.kind.rawValue < $1.kind.rawValue) }
+        changes.sort { $0.path == $1.path ? $0.kind.rawValue < $1.kind.rawValue : $0.path.lexicographicallyPrecedes($1.path) }
         if let host {
             let byPath = Dictionary(manifest.entries.map { ($0.path, $0) }, uniquingKeysWith: { first, _ in first })
             for index in changes.indices {

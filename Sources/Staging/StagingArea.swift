@@ -234,18 +234,8 @@ public final class StagingArea: @unchecked Sendable {
         guard let item = HostItem.locate(path, in: folder), let status = try? item.status() else { return nil }
         if status.st_mode & S_IFMT == S_IFLNK { return ChangeList.linkText(path, in: folder) }
         guard let file = HostItem.open(path, in: folder, flags: O_RDONLY) else { return nil }
-        var bytes = [UInt8](repeating: 0, count: min(limit, max(Int(status.st_size), 0) + 1))
-        var offset = 0
-        while offset < bytes.count {
-            let count = bytes.withUnsafeMutableBytes { pread(file.rawValue, $0.baseAddress! + offset, $0.count - offset, off_t(offset)) }
-            if count < 0 {
-                if errno == EINTR { continue }
-                throw .system(step: "reading", path: path, errno: Errno(rawValue: errno))
-            }
-            if count == 0 { break }
-            offset += count
-        }
-        return Array(bytes[0..<offset])
+        // One byte past the size: a file that grew meanwhile reads as larger than the limit.
+        return try FileBytes.read(file, upTo: min(limit, max(Int(status.st_size), 0) + 1), path: path)
     }
 
     /// Throws every staged change away: the clone and its manifest go.
@@ -315,18 +305,7 @@ public final class StagingArea: @unchecked Sendable {
             throw .damaged(file: name, problem: "not a private regular file of this user's")
         }
         guard Int64(status.st_size) <= Int64(limit) else { throw .damaged(file: name, problem: "larger than \(limit) bytes") }
-        var bytes = [UInt8](repeating: 0, count: Int(status.st_size))
-        var offset = 0
-        while offset < bytes.count {
-            let count = bytes.withUnsafeMutableBytes { pread(file.rawValue, $0.baseAddress! + offset, $0.count - offset, off_t(offset)) }
-            if count < 0 {
-                if errno == EINTR { continue }
-                throw .system(step: "reading", path: path, errno: Errno(rawValue: errno))
-            }
-            if count == 0 { break }
-            offset += count
-        }
-        return Array(bytes[0..<offset])
+        return try FileBytes.read(file, upTo: Int(status.st_size), path: path)
     }
 
     private func syncFilesystem(of descriptor: OwnedDescriptor, step: String) throws(StagingError) {
