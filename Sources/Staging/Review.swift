@@ -101,6 +101,10 @@ extension StagingArea {
         if try ChangeList.compute(tree: tree, manifest: manifest, host: host).changes.isEmpty {
             try discard()
         } else {
+            // Items copied back into the clone (a reject, a conflict) are on
+            // disk before a manifest names them: after a crash, a manifest
+            // naming a lost copy would list the folder's file as deleted.
+            try flush()
             try writeManifest(manifest)
         }
     }
