@@ -54,7 +54,7 @@ public final class RunningSandbox: @unchecked Sendable {
         self.service = service
         stagedGrants = staged
         var now = timespec()
-        clock_gettime(CLOCK_REALTIME, &now)
+        if !staged.isEmpty { clock_gettime(CLOCK_REALTIME, &now) }  // only a staged launch asks
         started = Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec)
     }
 
