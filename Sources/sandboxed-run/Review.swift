@@ -54,23 +54,6 @@ struct Review: ParsableCommand {
         return [UInt8(ascii: "/")] + Array(names.joined(separator: [UInt8(ascii: "/")]))
     }
 
-    /// The operands after the subcommand word, as the kernel passed them (bytes).
-    static func operands(of subcommand: String) -> [[UInt8]] {
-        var words: [[UInt8]] = []
-        var seen = false
-        var skipNext = false
-        for index in 1..<max(1, Int(CommandLine.argc)) {
-            guard let pointer = CommandLine.unsafeArgv[index] else { break }
-            let word = Array(UnsafeBufferPointer(start: UnsafeRawPointer(pointer).assumingMemoryBound(to: UInt8.self), count: strlen(pointer)))
-            if !seen { seen = word == Array(subcommand.utf8); continue }
-            if skipNext { skipNext = false; continue }
-            if word == Array("--app".utf8) { skipNext = true; continue }
-            if word.starts(with: Array("--".utf8)) || word == Array("-h".utf8) { continue }
-            words.append(word)
-        }
-        return words
-    }
-
     static func line(_ change: StagedChange, in folder: FilePath) -> String {
         var text = "\(change.kind.rawValue.padding(12))\(Printable.path(bytes: change.hostPath(in: folder)))"
         if let from = change.from { text += "  (from \(Printable.path(bytes: StagedChange.hostPath(from, in: folder))))" }
@@ -123,7 +106,7 @@ struct Review: ParsableCommand {
         @Argument(help: "Host paths in a staged grant (default: every change).") var paths: [String] = []
 
         func run() throws {
-            for (review, selection) in try Review.open(try app.appID(), operands: Review.operands(of: "diff")) {
+            for (review, selection) in try Review.open(try app.appID(), operands: RawArguments.operands(of: "diff")) {
                 var diff = try review.diff(selection)
                 // On a terminal the file's bytes are shown, never obeyed; piped, they are exact.
                 if isatty(1) != 0 { diff = UnifiedDiff.printable(diff) }
@@ -146,7 +129,7 @@ struct Review: ParsableCommand {
 
         func run() throws {
             var allApplied = true
-            for (review, selection) in try Review.open(try app.appID(), operands: Review.operands(of: "accept")) {
+            for (review, selection) in try Review.open(try app.appID(), operands: RawArguments.operands(of: "accept")) {
                 for outcome in try review.accept(selection) {
                     let path = Printable.path(bytes: outcome.change.hostPath(in: review.path))
                     switch outcome.result {
@@ -178,7 +161,7 @@ struct Review: ParsableCommand {
         @Argument(help: "Host paths in a staged grant (default: every change).") var paths: [String] = []
 
         func run() throws {
-            for (review, selection) in try Review.open(try app.appID(), operands: Review.operands(of: "reject")) {
+            for (review, selection) in try Review.open(try app.appID(), operands: RawArguments.operands(of: "reject")) {
                 for outcome in try review.reject(selection) {
                     print("rejected  \(Printable.path(bytes: outcome.change.hostPath(in: review.path)))")
                 }

@@ -203,6 +203,24 @@ enum RawArguments {
         return after ? words : nil
     }
 
+    /// The operands after the subcommand word `subcommand` (`review accept`'s
+    /// paths), as bytes: options and `--app`'s value left out.
+    static func operands(of subcommand: String) -> [[UInt8]] {
+        var words: [[UInt8]] = []
+        var seen = false
+        var skipNext = false
+        for index in 1..<max(1, Int(CommandLine.argc)) {
+            guard let pointer = CommandLine.unsafeArgv[index] else { break }
+            let word = Array(UnsafeBufferPointer(start: UnsafeRawPointer(pointer).assumingMemoryBound(to: UInt8.self), count: strlen(pointer)))
+            if !seen { seen = word == Array(subcommand.utf8); continue }
+            if skipNext { skipNext = false; continue }
+            if word == Array("--app".utf8) { skipNext = true; continue }
+            if word.starts(with: Array("--".utf8)) || word == Array("-h".utf8) { continue }
+            words.append(word)
+        }
+        return words
+    }
+
     /// The bytes of the last `NAME VALUE` or `NAME=VALUE` among the arguments.
     static func value(of name: String) -> FilePath? {
         var found: FilePath?
