@@ -16,6 +16,10 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
         .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
+        // The network by name: the proxy's parsers of hostile bytes (HTTP/1.1,
+        // SOCKS5, a TLS ClientHello's server name) and its event loop.
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-nio-extras", from: "1.35.2"),
     ],
     targets: [
         // Thin syscall wrappers and copied kernel structs, one file per concern.
@@ -42,10 +46,23 @@ let package = Package(
         .target(name: "SystemKit", dependencies: ["CSyscalls", .product(name: "SystemPackage", package: "swift-system")]),
         // Bounded readers of XML and binary property lists and JSON (policies, placeholders).
         .target(name: "PropertyLists", dependencies: ["SystemKit"]),
+        // The network by name: a proxy and a DNS stub served by the launcher
+        // on sockets that exist only in the sandbox's network namespace.
+        .target(
+            name: "Egress",
+            dependencies: [
+                "SystemKit", "CSyscalls",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOTLS", package: "swift-nio"),
+                .product(name: "NIOSOCKS", package: "swift-nio-extras"),
+            ]
+        ),
         .target(
             name: "Sandbox",
             dependencies: [
-                "SystemKit", "PropertyLists", "CSyscalls", "CLaunch", "CSeccomp", "CCap",
+                "SystemKit", "PropertyLists", "CSyscalls", "CLaunch", "CSeccomp", "CCap", "Egress",
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),
@@ -106,6 +123,7 @@ let package = Package(
         .testTarget(name: "GrantsTests", dependencies: ["Grants", "Sandbox", "AppSandbox", "CSyscalls"]),
         .testTarget(name: "CLITests", dependencies: ["sandboxed-run", "grants-benchmark", "scoped-notes", "swift-launcher"]),
         .testTarget(name: "CoordinationTests", dependencies: ["Coordination", "Sandbox", "sandboxed-run"]),
+        .testTarget(name: "EgressTests", dependencies: ["Egress", "Sandbox", "CSyscalls"]),
         .testTarget(name: "StagingTests", dependencies: ["Staging", "AppSandbox", "CSyscalls"]),
     ],
     swiftLanguageModes: [.v6]

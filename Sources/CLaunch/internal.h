@@ -57,6 +57,7 @@ int csb_view_build(const struct csb_child_plan *plan, const struct csb_keeper_pl
 
 /// Brings up the loopback interface of the caller's network namespace (view.c).
 int csb_loopback_up(void);
+int csb_egress_send(const struct csb_keeper_plan *keeper, int report_fd);
 
 /// Live grants (grantarea.c). While the view is built (`root`: its tmpfs,
 /// not yet entered): mounts the area and adds its rules.

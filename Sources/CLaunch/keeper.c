@@ -338,6 +338,10 @@ static int csb_keeper_enter_namespaces(const struct csb_child_plan *plan, const 
             csb_report_send(report_fd, CSB_KEEPER_VIEW, errno, failure, -1);
             _exit(127);
         }
+        if (keeper->private_network && csb_egress_send(keeper, report_fd) != 0) {
+            csb_report_send(report_fd, CSB_KEEPER_VIEW, errno, CSB_VIEW_FAILED_EGRESS, -1);
+            _exit(127);
+        }
         namespaces |= CSB_NAMESPACES_VIEW | (keeper->private_network ? CSB_NAMESPACES_NETWORK : 0) | (proc_mounted ? CSB_NAMESPACES_PROC : 0);
         if (keeper->read_only_mounts) namespaces |= CSB_NAMESPACES_READ_ONLY_MOUNTS;
     } else if (keeper->read_only_mounts) {

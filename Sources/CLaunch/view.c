@@ -193,7 +193,20 @@ static int csb_view_bind(int root, const struct csb_view_step *step, int index, 
 static int csb_view_step(int root, const struct csb_view_step *step, int index, int report_fd) {
     switch (step->kind) {
     case CSB_VIEW_DIRECTORY: return mkdirat(root, step->target, 0755);
-    case CSB_VIEW_FILE: return mknodat(root, step->target, S_IFREG | 0644, 0);
+    case CSB_VIEW_FILE: {
+        if (step->source == NULL) return mknodat(root, step->target, S_IFREG | 0644, 0);
+        // A file of the launcher's making (the network by name's resolv.conf).
+        int fd = openat(root, step->target, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (fd < 0) return -1;
+        size_t length = strlen(step->source), done = 0;
+        while (done < length) {
+            ssize_t n = write(fd, step->source + done, length - done);
+            if (n < 0 && errno == EINTR) continue;
+            if (n <= 0) { csb_close_saving_errno(fd); return -1; }
+            done += (size_t)n;
+        }
+        return close(fd);
+    }
     case CSB_VIEW_LINK:
         if (step->source == NULL) { errno = EINVAL; return -1; }
         return symlinkat(step->source, root, step->target);
@@ -284,9 +297,20 @@ int csb_view_build(const struct csb_child_plan *plan, const struct csb_keeper_pl
         goto done;
     }
     for (int i = 0; i < keeper->view_steps_count; i++) {
-        if (csb_view_step(mounts.root, &keeper->view_steps[i], i, report_fd) != 0) {
+        const struct csb_view_step *step = &keeper->view_steps[i];
+        if (csb_view_step(mounts.root, step, i, report_fd) != 0) {
             csb_view_fail(failure, i);
             goto done;
+        }
+        // A file of the launcher's making: readable, as the system paths are.
+        if (step->kind == CSB_VIEW_FILE && step->source != NULL) {
+            int made = csb_open_beneath(mounts.root, step->target);
+            int ruled = made >= 0 ? csb_rule_on(plan->ruleset_fd, made, keeper->proc_access & CSB_LANDLOCK_ACCESS_FS_READ_FILE) : -1;
+            if (made >= 0) csb_close_saving_errno(made);
+            if (ruled != 0) {
+                csb_view_fail(failure, i);
+                goto done;
+            }
         }
     }
     if (keeper->grant_area && csb_grant_area_build(plan, keeper, mounts.root) != 0) {

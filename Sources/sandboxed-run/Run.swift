@@ -70,6 +70,12 @@ struct Run: ParsableCommand {
     @Option(help: "A program that asks the person for a folder while the command runs (`$SANDBOXED_RUN open-panel` inside): run unconfined with the prompt as its argument, it prints the chosen folder's absolute path and a newline. Without it, the person is asked on the terminal the launcher relays. Needs the private view and a policy with a user-selected key.")
     var picker: String?
 
+    @Option(name: .customLong("allow-host"), help: "HOST, HOST:PORT or *.SUFFIX[:PORT] (ports 80 and 443 when none is given), or an address: the command reaches only the hosts named so, through the launcher's proxy (HTTP_PROXY and ALL_PROXY are set), from a network namespace of its own; DNS answers only these names. Repeatable; added to the policy key org.sandboxed-run.network.allowed-hosts. Needs the private view.")
+    var allowHost: [String] = []
+
+    @Option(name: .customLong("resolve"), help: "NAME:ADDRESS, a testing aid as curl's --resolve: the proxy takes NAME (an allowed host) to be at ADDRESS instead of asking DNS. Repeatable.")
+    var resolve: [String] = []
+
     @Argument(parsing: .captureForPassthrough, help: "The command and its arguments, after --.")
     var command: [String] = []
 
@@ -103,6 +109,8 @@ struct RunOptions {
     var view: FileSystemView = .private
     var picker: String?
     var review = false
+    var allowedHosts: [AllowedHost] = []
+    var resolved: [String: [IPAddress]] = [:]
     var command: [String] = []
 
     /// One option: its name, whether it takes a value and may repeat, and
@@ -151,6 +159,18 @@ struct RunOptions {
             options.onMissing = choice
         },
         .value("--chdir") { options, text in options.workingDirectory = text },
+        .value("--allow-host", repeats: true) { options, text throws(SandboxError) in
+            do { options.allowedHosts.append(try AllowedHost(parsing: text)) } catch { throw .usage("run: --allow-host: \(error)") }
+        },
+        .value("--resolve", repeats: true) { options, text throws(SandboxError) in
+            // NAME:ADDRESS, the address possibly IPv6 (after the first colon).
+            guard let colon = text.firstIndex(of: ":"), case .success(.name(let name)) = Destination.host(String(text[..<colon])),
+                  let address = IPAddress(String(text[text.index(after: colon)...].filter { $0 != "[" && $0 != "]" }))
+            else {
+                throw .usage("run: --resolve \(Printable.message(text)): give NAME:ADDRESS, as api.example.com:127.0.0.1")
+            }
+            options.resolved[name, default: []].append(address)
+        },
         .flag("--explain") { $0.explain = true },
         .value("--denials") { options, text in options.denialsFile = text },
         .value("--denials-limit") { options, text in options.denialsLimit = text },
@@ -246,6 +266,16 @@ struct RunOptions {
         request.keptEnvironment = keptEnvironment
         request.workingDirectory = try workingDirectory.map { path throws(SandboxError) in try Picking.absolute(path) }
         request.compatibility = bestEffort ? .bestEffort : .hardRequirement
+        if !allowedHosts.isEmpty { request.policy.allowedHosts = (request.policy.allowedHosts ?? []) + allowedHosts }
+        if !resolved.isEmpty {
+            guard let hosts = request.policy.allowedHosts.map(AllowedHosts.init) else {
+                throw SandboxError.usage("--resolve takes effect with an allowed-hosts list only (--allow-host, \(Policy.allowedHostsKey))")
+            }
+            for name in resolved.keys.sorted() where !hosts.resolves(name) {
+                throw SandboxError.usage("--resolve \(name): not an allowed host; --resolve says where an allowed name leads, never which are allowed")
+            }
+            request.egressResolver = .fixed(resolved)
+        }
         request.terminal = .automatic  // a terminal among stdin/stdout/stderr: the command gets its own pty
         if explain { request.explainDenials = 2 }
         if let denialsLimit {

@@ -152,6 +152,20 @@ struct csb_keeper_plan {
     /// while the command runs (see grantarea.c).
     int grant_area;
     uint64_t grant_area_access;
+    /// The network by name (needs `private_network`): sockets made in the
+    /// sandbox's network namespace once its loopback is up, each sent to the
+    /// launcher (CSB_KEEPER_EGRESS, value: its index), which serves them
+    /// from outside: nothing outside the namespace can connect to them.
+    const struct csb_egress_listener *_Nullable egress_listeners;
+    int egress_listeners_count;
+};
+
+/// One socket of the network by name: IPv4 `address` (network order) and
+/// `port`; a UDP socket when `datagram` is set, else a listening TCP one.
+struct csb_egress_listener {
+    uint32_t address;
+    uint16_t port;
+    int datagram;
 };
 
 /// A new network namespace, loopback up, made on a thread of the launcher
@@ -171,7 +185,7 @@ int csb_network_ahead_finish(struct csb_network_ahead *_Nonnull ahead);
 struct csb_view_step {
     int kind;                       // csb_view_step_kind
     const char *target;             // where it goes in the view ("usr", "etc/passwd")
-    const char *_Nullable source;   // BIND: the host's path of what is bound (the target's, or a staged grant's clone); LINK: the link's text
+    const char *_Nullable source;   // BIND: the host's path of what is bound (the target's, or a staged grant's clone); LINK: the link's text; FILE: its content, or NULL (empty)
     uint64_t device;                // BIND (of `source`), CHECK: the inode the launcher verified
     uint64_t inode;
     uint32_t flags;                 // csb_view_flags
@@ -181,7 +195,7 @@ struct csb_view_step {
 
 enum csb_view_step_kind {
     CSB_VIEW_DIRECTORY = 1,  // mkdir on the keeper's own tmpfs (a mount point, or a folder on the way to one)
-    CSB_VIEW_FILE,           // an empty file there: a mount point for a file
+    CSB_VIEW_FILE,           // a file there: a mount point for a file (empty), or one of the launcher's (`source`)
     CSB_VIEW_LINK,           // a symbolic link there, with the host's text
     CSB_VIEW_BIND,           // the host's `source` cloned (it must be device/inode) and attached at `target`
     CSB_VIEW_CHECK,          // `target`, inside a bind, must be device/inode (no link followed)
@@ -216,6 +230,7 @@ enum csb_view_failure {
     CSB_VIEW_FAILED_PTY = -9,       // the command's pty in its own devpts
     CSB_VIEW_FAILED_CHECK = -10,    // a path followed in the view is not what the launcher verified
     CSB_VIEW_FAILED_GRANT_AREA = -11, // the live grants' area, its namespaces or its helper
+    CSB_VIEW_FAILED_EGRESS = -12,   // a socket of the network by name, in the sandbox's network namespace
 };
 
 /// What the keeper reports in CSB_KEEPER_NAMESPACES (a bit set).
@@ -247,6 +262,7 @@ enum csb_keeper_message {
     CSB_KEEPER_PTY_TERMINAL,    // its terminal side, passed with the message
     CSB_KEEPER_GRANT_AREA,      // the grant area's writable mount (value 0) or its O_PATH in the view (1), passed
     CSB_KEEPER_VIEW_GRANT,      // a CSB_VIEW_REVOCABLE bind as attached in the view (value: the step's index), passed
+    CSB_KEEPER_EGRESS,          // a socket of the network by name (value: its index in `egress_listeners`), passed
 };
 
 /// `csb_spawn_kept`'s answer when `read_only_mounts` or `private_view` was

@@ -241,6 +241,15 @@ extension ConfinementPlan {
                     keeper.has_network_namespace = 1
                     keeper.network_namespace_fd = namespace.rawValue
                 }
+                if privateNetwork, let egress {
+                    let listeners = egress.listeners.map { planned in
+                        csb_egress_listener(
+                            address: planned.address.withUnsafeBytes { $0.loadUnaligned(as: UInt32.self) }, port: planned.port,
+                            datagram: planned.isDatagram ? 1 : 0)
+                    }
+                    keeper.egress_listeners = image.array(listeners)
+                    keeper.egress_listeners_count = CInt(listeners.count)
+                }
                 privateView.apply(to: &keeper, image: image)
                 keeper.tmp_access = ruleset?.rights(Self.temporaryRights(policy: request.policy, refer: reparenting?.allowsRefer ?? false)).rawValue ?? 0
                 keeper.terminal_access = ruleset?.rights([.readFile, .writeFile, .readDir, .ioctlDev]).rawValue ?? 0
@@ -280,11 +289,13 @@ extension ConfinementPlan {
         var ptyMaster: OwnedDescriptor?
         var area: OwnedDescriptor?, areaView: OwnedDescriptor?
         var launchMounts: [(grants: [String], mount: OwnedDescriptor)] = []
+        var egressSockets: [OwnedDescriptor?] = Array(repeating: nil, count: egress?.listeners.count ?? 0)
         let revocable = privateView?.revocableBinds ?? []
         let supervisor = MetadataSupervisor(writableRoots: writableRoots, readableRoots: readableRoots)
         // The filter sends watches to it (`SyscallFilter.Options.superviseWatches`): each is recorded.
         supervisor.recordWatches = privateView != nil && filterOptions?.superviseWatches == true
         supervisor.reporter = denials
+        supervisor.connectsInternetInOwnNetwork = egress != nil
         supervisor.observer = observer
         observer?.paths = supervisor.paths  // one resolver: both judge what the command's call reached
         while true {
@@ -306,12 +317,30 @@ extension ConfinementPlan {
             switch message {
             case .running(let pid):
                 LaunchPhases.mark("command started")
+                var gateway: EgressGateway?
+                if let egress, namespaces.contains(.network) {
+                    // The sockets exist in the sandbox's namespace from here: served, or the command is ended.
+                    guard egressSockets.allSatisfy({ $0 != nil }) else {
+                        keeper.abandon()
+                        throw .setup(step: "receiving the network proxy's sockets", errno: .protocolError)
+                    }
+                    do {
+                        gateway = try EgressGateway(
+                            plan: egress, sockets: egressSockets.map { $0!.release() }, resolver: request.egressResolver ?? .system,
+                            refused: { [denials] refusal in denials.record(Denial(refusal)) })
+                    } catch {
+                        keeper.abandon()
+                        throw .setup(step: error.description, errno: .protocolError)
+                    }
+                    LaunchPhases.mark("network proxy served")
+                }
                 let process = ConfinedProcess(
                     pid: pid, keeper: keeper, listener: listener, relay: relay, namespaces: namespaces, view: view, supervisor: supervisor,
                     report: report)
                 // The helper's client, for the area and the launch-time grants'
                 // mounts; nil (nothing is attached or detached: answered
                 // `unavailable`) only when out of descriptors.
+                process.gateway = gateway
                 running.launchMounts = launchMounts
                 running.area = namespaces.contains(.view) && (area != nil && areaView != nil || !launchMounts.isEmpty)
                     ? LiveGrantArea(
@@ -327,6 +356,12 @@ extension ConfinementPlan {
                 listener = fd
             case .ptyMaster(let fd):
                 ptyMaster = fd
+            case .egress(let index, let fd):
+                guard egressSockets.indices.contains(Int(index)), egressSockets[Int(index)] == nil else {
+                    keeper.abandon()
+                    throw .setup(step: "receiving the network proxy's sockets", errno: .protocolError)
+                }
+                egressSockets[Int(index)] = fd
             case .grantArea(let which, let fd):
                 if which == 0 { area = fd } else { areaView = fd }
             case .viewGrant(let step, let fd):
@@ -437,6 +472,8 @@ final class Keeper: @unchecked Sendable {
         case grantArea(CInt, OwnedDescriptor)
         /// A launch-time grant's mount in the view, by its view step.
         case viewGrant(CInt, OwnedDescriptor)
+        /// A socket of the network by name, by its index in the plan.
+        case egress(CInt, OwnedDescriptor)
         case failed(stage: CInt, errno: Errno, value: CInt)
         case exited(status: CInt)
         /// End of file: the keeper exited.
@@ -468,6 +505,9 @@ final class Keeper: @unchecked Sendable {
         case CSB_KEEPER_VIEW_GRANT.rawValue:
             guard let fd else { throw .protocolError }
             return .viewGrant(value, fd)
+        case CSB_KEEPER_EGRESS.rawValue:
+            guard let fd else { throw .protocolError }
+            return .egress(value, fd)
         case CSB_KEEPER_RUNNING.rawValue: return .running(value)
         case CSB_KEEPER_NAMESPACES.rawValue: return .namespaces(value)
         case CSB_KEEPER_EXITED.rawValue: return .exited(status: value)
@@ -520,6 +560,8 @@ public final class ConfinedProcess: @unchecked Sendable {
     let listener: OwnedDescriptor?
     let relay: TerminalRelay?
     let supervisor: MetadataSupervisor
+    /// The network by name's proxy and DNS stub, served while the command runs.
+    var gateway: EgressGateway?
 
     /// What the keeper set up: empty when the kernel refused namespaces
     /// (then the command has no /dev/shm and no /proc, as before).
@@ -567,6 +609,7 @@ public final class ConfinedProcess: @unchecked Sendable {
     /// the request let the command die with its launcher) and is reaped.
     deinit {
         if termination == nil && keeper.endsWithLauncher { keeper.abandon() }
+        gateway?.stop()
     }
 
     private var termination: Termination?
@@ -685,6 +728,8 @@ public final class ConfinedProcess: @unchecked Sendable {
         }
         let keeperStatus = keeper.reap()
         LaunchPhases.mark("keeper reaped")
+        gateway?.stop()  // every process of the command is gone: nothing is left to serve
+        gateway = nil
         relay?.finish()
         if endedForRevocation, let reason = running?.failedRevocation { throw .revocationFailed(reason) }
         guard let status else {

@@ -55,8 +55,17 @@ public final class ConfinementPlan: @unchecked Sendable {
     /// that name in the private view, where the links of the name the
     /// user gave may not exist.
     let viewWorkingDirectory: [UInt8]
-    /// No network entitlement: the private view gets a network namespace of its own.
+    /// No network entitlement, or an allowed-hosts list: the private view
+    /// gets a network namespace of its own.
     let privateNetwork: Bool
+    /// The allowed-hosts list's sockets, ports and variables.
+    let egress: EgressPlan?
+    /// The files the view gets of its own with an allowed-hosts list: DNS
+    /// goes to the stub, and no name of the host's /etc/hosts bypasses it.
+    static let egressFiles: [String: String] = [
+        "/etc/resolv.conf": "# sandboxed-run: the sandbox's DNS stub (allowed names only)\nnameserver 127.0.0.1\noptions edns0\n",
+        "/etc/hosts": "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n",
+    ]
     /// That namespace, made on a thread while the launch is planned (root only; nil: the keeper makes it).
     let networkAhead: NetworkNamespaceAhead?
     /// No descriptor the command starts with is a folder (or an O_PATH
@@ -100,8 +109,18 @@ public final class ConfinementPlan: @unchecked Sendable {
         }
         self.request = request
         let policy = request.policy
+        // An allowed-hosts list: a namespace of its own all the same, the
+        // launcher's proxy the only way out of it.
+        let egress = policy.allowedHosts.map { EgressPlan(hosts: AllowedHosts($0)) }
+        self.egress = egress
+        if egress != nil {
+            guard request.view == .private, request.privateNamespaces else {
+                throw .usage("an allowed-hosts list (--allow-host, \(Policy.allowedHostsKey)) needs the private view: "
+                    + "in the host view the command shares the host's network; run without --view host")
+            }
+        }
         // Started first, so that the kernel's work overlaps the planning below.
-        let wantsPrivateNetwork = !policy.networkClient && !policy.networkServer
+        let wantsPrivateNetwork = egress != nil || (!policy.networkClient && !policy.networkServer)
         let networkAhead = request.view == .private && request.privateNamespaces && wantsPrivateNetwork ? NetworkNamespaceAhead() : nil
         let protections = features.protections(for: policy)
         report = EnforcementReport(features: .init(landlockABI: features.landlockABI), protections: protections)
@@ -121,7 +140,10 @@ public final class ConfinementPlan: @unchecked Sendable {
         let folders = [containerFolder] + request.folders
 
         LaunchPhases.mark("environment")
-        let systemPaths = Self.openSystemPaths(policy) + (launcher?.rules ?? [])
+        // With an allowed-hosts list the view's resolv.conf and hosts are the sandbox's own.
+        let systemPaths = Self.openSystemPaths(policy).filter { rule in
+            egress == nil || !Self.egressFiles.keys.contains(rule.path.string)
+        } + (launcher?.rules ?? [])
         LaunchPhases.mark("system paths opened")
         // A staged grant is checked at the granted folder (what it exposes
         // the place of), its clone on its own: the one rule that may show
@@ -161,10 +183,17 @@ public final class ConfinementPlan: @unchecked Sendable {
             if !request.privateNamespaces {
                 unavailable = "it needs the sandbox's own namespaces, which this request turned off (privateNamespaces)"
             } else {
-                do { plannedView = try ViewPlan(rules: systemPaths + folders) } catch { unavailable = error.reason }
+                do {
+                    var view = try ViewPlan(rules: systemPaths + folders)
+                    if egress != nil {
+                        for (path, content) in Self.egressFiles.sorted(by: { $0.key < $1.key }) { try view.addFile(String(path.dropFirst()), content: content) }
+                    }
+                    plannedView = view
+                } catch { unavailable = error.reason }
             }
-            // A staged grant never runs in the host view, where the command would find the folder itself.
-            if let unavailable, request.compatibility == .hardRequirement || holdsStagedGrant {
+            // A staged grant never runs in the host view, where the command would find the folder itself,
+            // nor an allowed-hosts list, where it would share the host's network.
+            if let unavailable, request.compatibility == .hardRequirement || holdsStagedGrant || egress != nil {
                 throw .viewUnavailable(unavailable + (holdsStagedGrant ? Self.stagedNeedsView : ""))
             }
         }
@@ -202,7 +231,8 @@ public final class ConfinementPlan: @unchecked Sendable {
             } catch {
                 throw .setup(step: "building the Landlock layers that keep writable folders apart", errno: error)
             }
-            ruleset = try Self.ruleset(abi: abi, policy: policy, folders: systemPaths + folders, refer: reparenting?.allowsRefer ?? false)
+            ruleset = try Self.ruleset(
+                abi: abi, policy: policy, folders: systemPaths + folders, refer: reparenting?.allowsRefer ?? false, egressPorts: egress?.commandPorts)
             restrictFlags = abi >= 7 ? CSB_LANDLOCK_RESTRICT_SELF_LOG_NEW_EXEC_ON : 0
         } else {
             reparenting = nil
@@ -227,9 +257,10 @@ public final class ConfinementPlan: @unchecked Sendable {
         }
         if features.seccompFilter {
             var options = SyscallFilter.Options(
-                networkClient: policy.networkClient, networkServer: policy.networkServer,
+                networkClient: policy.networkClient || egress != nil, networkServer: policy.networkServer,
                 extraSyscalls: policy.extraSyscalls, superviseMetadata: superviseMetadata)
             options.observeDenials = observer != nil
+            options.ownNetwork = egress != nil
             // Folders may be taken away while the command runs (live grants,
             // or launch-time grants in the private view): watches are recorded.
             options.superviseWatches = servesLiveGrants || !request.folders.isEmpty
@@ -269,7 +300,7 @@ public final class ConfinementPlan: @unchecked Sendable {
         options.nativeAttributeReads = view == .private && descriptorsHoldNoFolder
         // The view's own network namespace: no abstract name of the host's
         // is there, and the supervisor takes every connect.
-        options.unixSockets = view == .private && !options.networkClient && !options.networkServer
+        options.unixSockets = view == .private && (options.ownNetwork || !options.networkClient && !options.networkServer)
         return options
     }
 
@@ -397,10 +428,14 @@ public final class ConfinementPlan: @unchecked Sendable {
 
     /// `refer`: whether the writable folders allow REFER (see `ReparentingLayers`);
     /// none where the layers cannot keep folders apart.
-    private static func ruleset(abi: Int, policy: Policy, folders: [PathRule], refer: Bool) throws(SandboxError) -> LandlockRuleset {
+    /// `egressPorts`: with an allowed-hosts list, the only ports the command
+    /// may connect to (the proxy's and the captured ones on its loopback).
+    private static func ruleset(abi: Int, policy: Policy, folders: [PathRule], refer: Bool, egressPorts: [UInt16]?) throws(SandboxError)
+        -> LandlockRuleset
+    {
         var network: Landlock.NetworkAccess = []
         if abi >= 4 {
-            if !policy.networkClient || policy.tcpConnectPorts != nil { network.insert(.connectTCP) }
+            if !policy.networkClient || policy.tcpConnectPorts != nil || egressPorts != nil { network.insert(.connectTCP) }
             if !policy.networkServer || policy.tcpBindPorts != nil { network.insert(.bindTCP) }
         }
         let scope: Landlock.Scope = abi >= 6 ? [.abstractUnixSocket, .signal] : []
@@ -410,7 +445,7 @@ public final class ConfinementPlan: @unchecked Sendable {
                 try ruleset.allow(policy.landlockAccess(for: folder).subtracting(refer ? [] : .refer), beneath: folder.exposed)
             }
             if network.contains(.connectTCP) {
-                for port in policy.tcpConnectPorts ?? [] { try ruleset.allow(.connectTCP, port: port) }
+                for port in egressPorts ?? policy.tcpConnectPorts ?? [] { try ruleset.allow(.connectTCP, port: port) }
             }
             if network.contains(.bindTCP) {
                 for port in policy.tcpBindPorts ?? [] { try ruleset.allow(.bindTCP, port: port) }
@@ -566,6 +601,9 @@ public final class ConfinementPlan: @unchecked Sendable {
         set("HOME", Array(container.root.utf8))
         set("TMPDIR", Array(container.temporary.utf8))
         set("SANDBOX_APP_ID", Array(request.app.rawValue.utf8))
+        if let hosts = request.policy.allowedHosts {
+            for (name, value) in EgressPlan(hosts: AllowedHosts(hosts)).environment { set(name, Array(value.utf8)) }
+        }
         set("SANDBOX_CONTAINER", Array(container.root.utf8))
         if let term = request.hostEnvironment["TERM"] { set("TERM", Array(term.utf8)) }
         if let launcher { set("SANDBOXED_RUN", launcher.bytes) }

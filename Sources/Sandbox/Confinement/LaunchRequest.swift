@@ -91,6 +91,10 @@ public struct PathRule: Sendable {
 public struct LaunchRequest: Sendable {
     public var app: AppID
     public var policy: Policy
+    /// How the network proxy resolves allowed names (`policy.allowedHosts`):
+    /// nil, the system's resolver; a fixed table is a testing aid (as curl's
+    /// `--resolve`), which changes where allowed names lead, never which.
+    public var egressResolver: Resolver?
     /// The command and its arguments; the first is a path or a name looked up in the sandbox's PATH.
     public var command: [String]
     /// Where app containers live (see `AppContainer.defaultBase`).

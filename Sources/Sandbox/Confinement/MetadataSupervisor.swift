@@ -155,6 +155,11 @@ final class MetadataSupervisor {
     /// pathname socket is connected to.
     private var ownDevices: Set<UInt64> = []
 
+    /// An allowed-hosts list: IPv4 and IPv6 sockets of the sandbox's own
+    /// network namespace (loopback only, where the proxy listens) are
+    /// connected as asked; the namespace is what bounds them.
+    var connectsInternetInOwnNetwork = false
+
     /// `connect(fd, address, length)` from a command that may make AF_UNIX
     /// sockets (the private view's network namespace): performed here on a
     /// copy of its socket, never continued. An abstract name is looked up in
@@ -183,7 +188,8 @@ final class MetadataSupervisor {
         var domain: CInt = 0
         var domainLength = socklen_t(MemoryLayout<CInt>.size)
         guard getsockopt(socket.rawValue, SOL_SOCKET, SO_DOMAIN, &domain, &domainLength) == 0 else { throw Errno(rawValue: errno) }
-        guard domain == AF_UNIX else { throw .permissionDenied }
+        let internet = domain == AF_INET || domain == AF_INET6
+        guard domain == AF_UNIX || internet && connectsInternetInOwnNetwork else { throw .permissionDenied }
         // A socket handed in from the host was made in the host's network
         // namespace, where an abstract name is the host's: only the
         // sandbox's own sockets are connected.
@@ -197,6 +203,10 @@ final class MetadataSupervisor {
                 operation: .network, layer: .supervisor, syscall: "connect", path: nil,
                 reason: "a unix socket made outside the sandbox (handed in), which would reach the host's abstract names", errno: EACCES))
             throw .permissionDenied
+        }
+        if internet {
+            // In the sandbox's namespace: its own loopback, nothing beyond.
+            return try connecting(ConnectJob(socket: socket, address: address, keeping: nil), request: request, listener: listener)
         }
         let family = UInt16(address[0]) | UInt16(address[1]) << 8
         let path = address.dropFirst(2)

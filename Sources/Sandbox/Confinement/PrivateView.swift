@@ -288,6 +288,26 @@ struct ViewPlan {
         return best.map { ($0.writable, $0.isDirectory, $0.equal) }
     }
 
+    /// A file of the launcher's making on the keeper's own tmpfs, read-only
+    /// like the rest of it: `path` is relative ("etc/resolv.conf"), its
+    /// `content` text (no NUL). Nothing the policy binds may be there.
+    mutating func addFile(_ path: String, content: String) throws(Unavailable) {
+        let target = Array(path.utf8)
+        guard let components = Self.components([UInt8(ascii: "/")] + target), !content.utf8.contains(0) else {
+            throw Unavailable(reason: "/\(path) cannot be made in the view")
+        }
+        guard enclosingBind(components) == nil, !folders.contains(target) else {
+            throw Unavailable(reason: "/\(path) is the sandbox's own with an allowed-hosts list, but the policy binds the host's there: "
+                + "list the files of its folder one by one")
+        }
+        let before = steps.count
+        makeParents(components)
+        let parents = Array(steps[before...])
+        steps.removeSubrange(before...)
+        folders.insert(target)
+        steps.insert(contentsOf: parents + [Step(kind: CSB_VIEW_FILE, target: target, source: Array(content.utf8))], at: firstBind)
+    }
+
     /// The staged grant (as shown) whose place holds `components`, if any: there the view shows its clone.
     private func enclosingStagedGrant(_ components: [[UInt8]]) -> String? {
         placed.first { $0.staged != nil && $0.components.count < components.count && components.starts(with: $0.components) }?.staged

@@ -1,3 +1,4 @@
+import Glibc
 import SystemPackage
 
 /// One operation the sandbox refused (or, from the observer, will refuse),
@@ -19,6 +20,8 @@ public struct Denial: Sendable, Hashable {
         case syscallFilter = "syscall filter"
         case supervisor = "supervisor"
         case view = "private view"
+        /// The network by name: the launcher's proxy, its DNS stub or a captured port.
+        case proxy = "network proxy"
     }
 
     public let operation: Operation
@@ -117,5 +120,15 @@ enum JSONText {
 
     static func object(_ fields: [(String, String)]) -> String {
         "{" + fields.map { "\(quote($0.0)):\($0.1)" }.joined(separator: ",") + "}"
+    }
+}
+
+extension Denial {
+    /// A refusal of the network by name: the destination stands where a
+    /// path would, the route where a syscall's name would.
+    init(_ refusal: EgressRefusal) {
+        self.init(
+            operation: .network, layer: .proxy, syscall: refusal.route.rawValue, path: Array(refusal.destination.utf8),
+            reason: refusal.reason, errno: EACCES)
     }
 }

@@ -150,6 +150,9 @@ struct SyscallFilter {
     struct Options: Equatable {
         var networkClient = false
         var networkServer = false
+        /// A network namespace of the sandbox's own even with `networkClient`
+        /// (an allowed-hosts list): AF_UNIX as without a network.
+        var ownNetwork = false
         var extraSyscalls: [String] = []
         /// Send metadata changes and watches to a user-notification
         /// supervisor; when false they fail with EPERM everywhere.

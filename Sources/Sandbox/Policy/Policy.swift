@@ -1,3 +1,4 @@
+import Egress
 /// What a confined program may touch, decided before it starts.
 ///
 /// The vocabulary follows Apple's App Sandbox entitlements where one exists,
@@ -36,6 +37,11 @@ public struct Policy: Equatable, Sendable {
     /// `org.sandboxed-run.network.tcp-bind-ports`: if set, listening is
     /// limited to these ports.
     public var tcpBindPorts: [UInt16]?
+    /// `org.sandboxed-run.network.allowed-hosts` (or `run --allow-host`): if
+    /// set, the command reaches only these hosts, through the launcher's
+    /// proxy, from a network namespace of its own; whatever the entitlements
+    /// say. Needs the private view. Empty: no host at all.
+    public var allowedHosts: [AllowedHost]?
     public var systemPaths: [SystemPath] = []
     /// `org.sandboxed-run.syscalls.allow`: syscalls the writer needs beyond
     /// the built-in allow-list. Syscalls that break confinement are refused.

@@ -1,5 +1,6 @@
 @preconcurrency import Glibc
 import SystemPackage
+import Egress
 @_spi(Fuzzing) import PropertyLists
 
 extension Policy {
@@ -10,6 +11,8 @@ extension Policy {
     /// The key of `symbolicLinks`, which `--explain` names.
     public static let symbolicLinksKey = "org.sandboxed-run.files.symbolic-links"
     public static let reviewKey = "org.sandboxed-run.files.review"
+    /// The key of `allowedHosts`, which `--explain` names.
+    public static let allowedHostsKey = "org.sandboxed-run.network.allowed-hosts"
     public static let bookmarksAppScopeKey = "com.apple.security.files.bookmarks.app-scope"
 
     /// The shipped policies' names, as `--policy` takes them (the tests
@@ -213,6 +216,13 @@ extension Policy {
         reviewChanges = try bool(Policy.reviewKey) ?? false
         tcpConnectPorts = try ports("org.sandboxed-run.network.tcp-connect-ports")
         tcpBindPorts = try ports("org.sandboxed-run.network.tcp-bind-ports")
+        if let entries = try strings(Policy.allowedHostsKey) {
+            var hosts: [AllowedHost] = []
+            for entry in entries {
+                do { hosts.append(try AllowedHost(parsing: entry)) } catch { throw fail(Policy.allowedHostsKey, error.description) }
+            }
+            allowedHosts = hosts
+        }
         if tcpConnectPorts != nil, !networkClient {
             throw fail("org.sandboxed-run.network.tcp-connect-ports", "needs com.apple.security.network.client set to <true/>")
         }
@@ -270,7 +280,7 @@ extension Policy {
             "org.sandboxed-run.network.tcp-connect-ports", "org.sandboxed-run.network.tcp-bind-ports",
             "org.sandboxed-run.system-paths.read-execute", "org.sandboxed-run.system-paths.read-only",
             "org.sandboxed-run.system-paths.read-write", syscallsKey, limitsKey, Policy.symbolicLinksKey,
-            Policy.executeFilesKey, Policy.bookmarksAppScopeKey, Policy.reviewKey,
+            Policy.executeFilesKey, Policy.bookmarksAppScopeKey, Policy.reviewKey, Policy.allowedHostsKey,
         ]
         for key in raw.keys.sorted() where !known.contains(key) {
             if key.hasPrefix(Policy.ownPrefix) {

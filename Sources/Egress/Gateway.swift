@@ -1,0 +1,255 @@
+import Glibc
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import NIOSOCKS
+
+/// A refusal the gateway made, for `--explain` and `--denials`.
+public struct EgressRefusal: Sendable, Hashable {
+    public enum Route: String, Sendable {
+        case httpConnect = "HTTP CONNECT"
+        case httpForward = "HTTP"
+        case socks = "SOCKS5"
+        case captured = "direct connection"
+        case dns = "DNS"
+        case serverName = "TLS server name"
+    }
+
+    /// What the command asked for, printable: `host:port`, or a DNS name.
+    public let destination: String
+    public let route: Route
+    public let reason: String
+}
+
+/// The proxy, the DNS stub and the captured ports of one sandbox, served by
+/// the launcher on sockets the keeper made in the sandbox's network
+/// namespace: nothing outside that namespace can connect to them, and the
+/// command reaches nothing else (its namespace holds loopback only).
+///
+/// One event-loop thread; the parsers are SwiftNIO's (llhttp, SOCKS5,
+/// ClientHello) and the bounded DNS reader here. Bounded: `maxConnections`
+/// at once, a request or handshake must finish within `handshakeTimeout`,
+/// and each tunnel reads only while its other side can write.
+public final class EgressGateway: @unchecked Sendable {
+    public static let maxConnections = 256
+    public static let handshakeTimeout: TimeAmount = .seconds(10)
+
+    let plan: EgressPlan
+    let resolver: Resolver
+    let refused: @Sendable (EgressRefusal) -> Void
+    private let group: MultiThreadedEventLoopGroup
+    private let loop: EventLoop
+    private var servers: [Channel] = []
+    /// Touched on `loop` only.
+    private var connections = 0
+    private var names = NameTable()
+    private var open: [ObjectIdentifier: Channel] = [:]
+
+    /// Starts serving `sockets` (the keeper's, one per `plan.listeners`, in
+    /// order; the gateway owns them from here, closed on failure too).
+    public init(plan: EgressPlan, sockets: [CInt], resolver: Resolver = .system, refused: @escaping @Sendable (EgressRefusal) -> Void)
+        throws(EgressError)
+    {
+        guard sockets.count == plan.listeners.count else {
+            sockets.forEach { _ = close($0) }
+            throw .setup(step: "receiving the proxy's sockets (\(sockets.count) of \(plan.listeners.count))", errno: EPROTO)
+        }
+        self.plan = plan
+        self.resolver = resolver
+        self.refused = refused
+        // Its threads take no signal of the launcher's (Ctrl-C, TERM are the main thread's).
+        var all = sigset_t(), old = sigset_t()
+        sigfillset(&all)
+        pthread_sigmask(SIG_SETMASK, &all, &old)
+        group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        pthread_sigmask(SIG_SETMASK, &old, nil)
+        loop = group.next()
+        var index = 0
+        do {
+            for (listener, socket) in zip(plan.listeners, sockets) {
+                index += 1
+                servers.append(try bind(listener, socket: socket).wait())
+            }
+        } catch {
+            sockets.dropFirst(index).forEach { _ = close($0) }
+            stop()
+            throw .setup(step: "serving the proxy's sockets: \(error)", errno: EPROTO)
+        }
+    }
+
+    /// Closes every socket and connection, then ends the thread.
+    public func stop() {
+        let servers = self.servers
+        try? loop.submit {
+            servers.forEach { $0.close(promise: nil) }
+            self.open.values.forEach { $0.close(promise: nil) }
+            self.open.removeAll()
+        }.wait()
+        try? group.syncShutdownGracefully()
+    }
+
+    private func bind(_ listener: EgressPlan.Listener, socket: CInt) -> EventLoopFuture<Channel> {
+        if listener.isDatagram {
+            return DatagramBootstrap(group: loop)
+                .channelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(DNSStubHandler(gateway: self)) }
+                }
+                .withBoundSocket(socket)
+        }
+        let kind = listener.kind
+        return ServerBootstrap(group: loop)
+            .serverChannelOption(.backlog, value: 128)
+            .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
+            .childChannelOption(.allowRemoteHalfClosure, value: true)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture { try self.accepted(channel, kind: kind) }
+            }
+            .withBoundSocket(socket)
+    }
+
+    /// A new connection from the command: counted, bounded in time until it
+    /// is a tunnel, handled by its listener's kind.
+    private func accepted(_ channel: Channel, kind: EgressPlan.Kind) throws {
+        guard connections < Self.maxConnections else {
+            channel.close(promise: nil)
+            return
+        }
+        connections += 1
+        let id = ObjectIdentifier(channel)
+        open[id] = channel
+        channel.closeFuture.whenComplete { _ in
+            self.connections -= 1
+            self.open[id] = nil
+        }
+        let deadline = channel.eventLoop.scheduleTask(in: Self.handshakeTimeout) { channel.close(promise: nil) }
+        let established: () -> Void = { deadline.cancel() }
+        let pipeline = channel.pipeline.syncOperations
+        switch kind {
+        case .http:
+            try pipeline.addHandler(ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .forwardBytes)))
+            try pipeline.addHandler(HTTPProxyHandler(gateway: self, established: established))
+        case .socks:
+            try pipeline.addHandler(SOCKSServerHandshakeHandler())
+            try pipeline.addHandler(SOCKSProxyHandler(gateway: self, established: established))
+        case .captured:
+            try capture(channel, established: established)
+        case .dns:
+            channel.close(promise: nil)
+        }
+    }
+
+    /// A connection to an allowed port on the sandbox's loopback: to a
+    /// captured address, tunnelled to its name; to any other, closed.
+    private func capture(_ channel: Channel, established: @escaping () -> Void) throws {
+        guard let local = channel.localAddress, let port = local.port, let ip = local.ipAddress,
+              let address = IPAddress(ip), let name = names.name(for: address.unmapped)
+        else {
+            let shown = channel.localAddress.map { "\($0.ipAddress ?? "?"):\($0.port ?? 0)" } ?? "?"
+            report(EgressRefusal(
+                destination: shown, route: .captured,
+                reason: "is no allowed host's address: a program that ignores the proxy variables reaches allowed names only, by name"))
+            channel.close(promise: nil)
+            return
+        }
+        let destination = Destination(host: .name(name), port: UInt16(port))
+        try channel.syncOptions?.setOption(.autoRead, value: false)
+        open(destination, route: .captured, for: channel).assumeIsolated().whenComplete { result in
+            switch result {
+            case .success(let upstream):
+                self.splice(channel, upstream, destination: destination, after: nil)
+                established()
+                try? channel.syncOptions?.setOption(.autoRead, value: true)
+            case .failure:
+                channel.close(promise: nil)
+            }
+        }
+    }
+
+    func report(_ refusal: EgressRefusal) { refused(refusal) }
+
+    /// Checks `destination` against the list, resolves it and connects: the
+    /// upstream channel with its relay side waiting to be paired.
+    func open(_ destination: Destination, route: EgressRefusal.Route, for client: Channel, upstreamHandlers: [ChannelHandler] = [])
+        -> EventLoopFuture<Channel>
+    {
+        guard let entry = plan.hosts.entry(for: destination) else {
+            let reason = "is not an allowed host: allow it with --allow-host \(destination) or the policy key "
+                + "org.sandboxed-run.network.allowed-hosts"
+            report(EgressRefusal(destination: destination.description, route: route, reason: reason))
+            return loop.makeFailedFuture(Upstream.Failure(reason: "\(destination) " + reason, refused: true))
+        }
+        let relay = RelaySide()
+        nonisolated(unsafe) let extra = upstreamHandlers
+        return Upstream.addresses(for: destination, entry: entry, on: loop, resolver: resolver)
+            .flatMap { addresses in
+                Upstream.connect(addresses, port: destination.port, on: self.loop) { extra + [relay.handler] }
+            }
+            .map { upstream in
+                relay.channel = upstream
+                self.pending[ObjectIdentifier(client)] = relay
+                return upstream
+            }
+            .flatMapErrorThrowing { error in
+                if let failure = error as? Upstream.Failure, failure.refused {
+                    self.report(EgressRefusal(destination: destination.description, route: route, reason: failure.reason))
+                }
+                throw error
+            }
+    }
+
+    /// Relay sides made by `open`, waiting for their client's side.
+    private var pending: [ObjectIdentifier: RelaySide] = [:]
+
+    /// Joins `client` to its upstream: the server-name check, then the relay.
+    /// `after`: the handler of `client`'s pipeline to add them behind (nil: first).
+    func splice(_ client: Channel, _ upstream: Channel, destination: Destination, after: ChannelHandler?, checkServerName: Bool = true) {
+        guard let relay = pending.removeValue(forKey: ObjectIdentifier(client)) else {
+            client.close(promise: nil)
+            upstream.close(promise: nil)
+            return
+        }
+        let id = ObjectIdentifier(upstream)
+        open[id] = upstream
+        upstream.closeFuture.whenComplete { _ in self.open[id] = nil }
+        let check = !checkServerName ? [] : ServerNameCheck.handlers(for: destination, channel: client) { sent in
+            self.report(EgressRefusal(
+                destination: destination.description, route: .serverName,
+                reason: "the TLS ClientHello names \(sent), not \(destination.hostText): refused (a tunnel carries only the allowed host's TLS)"))
+        }
+        let handlers = check + [relay.partner]
+        do {
+            if let after {
+                try client.pipeline.syncOperations.addHandlers(handlers, position: .after(after))
+            } else {
+                try client.pipeline.syncOperations.addHandlers(handlers, position: .first)
+            }
+        } catch {
+            client.close(promise: nil)
+            upstream.close(promise: nil)
+        }
+    }
+
+    /// Answers one DNS query (on the loop).
+    func answer(_ query: [UInt8]) -> [UInt8]? {
+        let outcome = DNSAnswer.answer(query, hosts: plan.hosts, names: &names)
+        if let (name, type) = outcome.refused {
+            report(EgressRefusal(
+                destination: Printable.message(name.isEmpty ? "." : name), route: .dns,
+                reason: (plan.hosts.resolves(name) ? "type \(type) is not answered (only A and AAAA of allowed names)"
+                    : "is not an allowed host: only allowed names resolve in the sandbox")))
+        }
+        return outcome.reply
+    }
+}
+
+/// The upstream half of a relay pair, made before the client's half is placed.
+final class RelaySide: @unchecked Sendable {
+    let handler: RelayHandler
+    let partner: RelayHandler
+    var channel: Channel?
+    init() {
+        (handler, partner) = RelayHandler.pair()
+    }
+}
+
+import SystemKit

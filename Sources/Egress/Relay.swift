@@ -1,0 +1,116 @@
+import NIOCore
+import NIOTLS
+
+/// One side of a tunnel: what one channel reads, its partner writes. A side
+/// reads only while its partner can write, so a peer that stops reading
+/// stops the other side instead of growing the launcher's memory.
+final class RelayHandler: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = NIOAny
+    typealias OutboundIn = NIOAny
+    typealias OutboundOut = NIOAny
+
+    private var partner: RelayHandler?
+    private var context: ChannelHandlerContext?
+    private var pendingRead = false
+
+    static func pair() -> (RelayHandler, RelayHandler) {
+        let first = RelayHandler(), second = RelayHandler()
+        first.partner = second
+        second.partner = first
+        return (first, second)
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+        partner?.partnerBecameWritable()  // a side added earlier may be waiting to read
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.context = nil
+        partner = nil
+    }
+
+    /// Flushed at once: bytes a removed decoder hands on (the CONNECT
+    /// request's leftovers, a held ClientHello) come with no read-complete.
+    private func partnerWrite(_ data: NIOAny) { context?.writeAndFlush(data, promise: nil) }
+    private func partnerFlush() { context?.flush() }
+    private func partnerWriteEOF() { context?.close(mode: .output, promise: nil) }
+    private func partnerClose() { context?.close(promise: nil) }
+    private func partnerBecameWritable() {
+        if pendingRead {
+            pendingRead = false
+            context?.read()
+        }
+    }
+    private var partnerWritable: Bool { context?.channel.isWritable ?? false }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) { partner?.partnerWrite(data) }
+    func channelReadComplete(context: ChannelHandlerContext) { partner?.partnerFlush() }
+    func channelInactive(context: ChannelHandlerContext) { partner?.partnerClose() }
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if let event = event as? ChannelEvent, case .inputClosed = event { partner?.partnerWriteEOF() }
+        context.fireUserInboundEventTriggered(event)
+    }
+    func errorCaught(context: ChannelHandlerContext, error: Error) {
+        partner?.partnerClose()
+        context.close(promise: nil)
+    }
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable { partner?.partnerBecameWritable() }
+    }
+    func read(context: ChannelHandlerContext) {
+        if partner?.partnerWritable ?? false {
+            context.read()
+        } else {
+            pendingRead = true
+        }
+    }
+}
+
+/// The first bytes the command sends through a tunnel: a TLS ClientHello
+/// naming another server than the one the tunnel was allowed for is refused
+/// (domain fronting, a CONNECT to an allowed host carrying another's TLS).
+/// Checked before a byte reaches the server.
+enum ServerNameCheck {
+    /// What the first read began with: a TLS handshake record whose server
+    /// name SNIHandler cannot read (a ClientHello split across records, which
+    /// servers accept) is refused for a named host instead of passed on.
+    private final class FirstByte: ChannelInboundHandler, RemovableChannelHandler {
+        typealias InboundIn = ByteBuffer
+        var value: UInt8?
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            if value == nil { value = unwrapInboundIn(data).getInteger(at: unwrapInboundIn(data).readerIndex) }
+            context.fireChannelRead(data)
+        }
+    }
+
+    /// The handlers for a tunnel to `destination` on `channel`, in order;
+    /// `refused` runs with the name sent when the check closes the channel.
+    static func handlers(for destination: Destination, channel: Channel, refused: @escaping (String) -> Void) -> [ChannelHandler] {
+        let first = FirstByte()
+        let check = SNIHandler { result in
+            let loop = channel.eventLoop
+            let isHandshake = first.value == 0x16
+            channel.pipeline.syncOperations.removeHandler(first, promise: nil)
+            switch (result, destination.host) {
+            case (.hostname(let sent), .name(let allowed)):
+                var name = sent.lowercased()
+                if name.hasSuffix(".") { name.removeLast() }
+                if name == allowed { return loop.makeSucceededVoidFuture() }
+                refused(Printable.message(sent))
+            case (.hostname(let sent), .address):
+                refused(Printable.message(sent))
+            case (.fallback, .name):
+                if !isHandshake { return loop.makeSucceededVoidFuture() }
+                refused("a TLS ClientHello whose server name cannot be read (split across records?)")
+            case (.fallback, .address):
+                return loop.makeSucceededVoidFuture()
+            }
+            channel.close(promise: nil)
+            return loop.makeFailedFuture(ChannelError.ioOnClosedChannel)
+        }
+        return [first, ByteToMessageHandler(check)]
+    }
+}
+
+import SystemKit
