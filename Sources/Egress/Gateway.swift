@@ -31,12 +31,21 @@ public struct EgressRefusal: Sendable, Hashable {
 /// at once, a request or handshake must finish within `handshakeTimeout`,
 /// and each tunnel reads only while its other side can write.
 public final class EgressGateway: @unchecked Sendable {
-    public static let maxConnections = 256
-    public static let handshakeTimeout: TimeAmount = .seconds(10)
+    /// The bounds on what one sandbox's command can hold of the launcher.
+    public struct Limits: Sendable {
+        /// Connections at once (tunnels and those still asking): each holds
+        /// one or two of the launcher's descriptors.
+        public var maxConnections = 256
+        /// A request, a SOCKS handshake or a captured connection's way out
+        /// must be made within this (a slow client holds nothing longer).
+        public var handshakeTimeout: TimeAmount = .seconds(10)
+        public init() {}
+    }
 
     let plan: EgressPlan
     let resolver: Resolver
     let refused: @Sendable (EgressRefusal) -> Void
+    let limits: Limits
     private let group: MultiThreadedEventLoopGroup
     private let loop: EventLoop
     private var servers: [Channel] = []
@@ -47,9 +56,10 @@ public final class EgressGateway: @unchecked Sendable {
 
     /// Starts serving `sockets` (the keeper's, one per `plan.listeners`, in
     /// order; the gateway owns them from here, closed on failure too).
-    public init(plan: EgressPlan, sockets: [CInt], resolver: Resolver = .system, refused: @escaping @Sendable (EgressRefusal) -> Void)
-        throws(EgressError)
-    {
+    public init(
+        plan: EgressPlan, sockets: [CInt], resolver: Resolver = .system, limits: Limits = Limits(),
+        refused: @escaping @Sendable (EgressRefusal) -> Void
+    ) throws(EgressError) {
         guard sockets.count == plan.listeners.count else {
             sockets.forEach { _ = close($0) }
             throw .setup(step: "receiving the proxy's sockets (\(sockets.count) of \(plan.listeners.count))", errno: EPROTO)
@@ -57,6 +67,7 @@ public final class EgressGateway: @unchecked Sendable {
         self.plan = plan
         self.resolver = resolver
         self.refused = refused
+        self.limits = limits
         // Its threads take no signal of the launcher's (Ctrl-C, TERM are the main thread's).
         var all = sigset_t(), old = sigset_t()
         sigfillset(&all)
@@ -110,7 +121,7 @@ public final class EgressGateway: @unchecked Sendable {
     /// A new connection from the command: counted, bounded in time until it
     /// is a tunnel, handled by its listener's kind.
     private func accepted(_ channel: Channel, kind: EgressPlan.Kind) throws {
-        guard connections < Self.maxConnections else {
+        guard connections < limits.maxConnections else {
             channel.close(promise: nil)
             return
         }
@@ -121,7 +132,7 @@ public final class EgressGateway: @unchecked Sendable {
             self.connections -= 1
             self.open[id] = nil
         }
-        let deadline = channel.eventLoop.scheduleTask(in: Self.handshakeTimeout) { channel.close(promise: nil) }
+        let deadline = channel.eventLoop.scheduleTask(in: limits.handshakeTimeout) { channel.close(promise: nil) }
         let established: () -> Void = { deadline.cancel() }
         let pipeline = channel.pipeline.syncOperations
         switch kind {

@@ -29,7 +29,17 @@ final class HTTPProxyHandler: ChannelInboundHandler, RemovableChannelHandler {
         self.established = established
     }
 
+    /// Set once the connection is closed: the decoder then hands its
+    /// leftover bytes on as it is removed, which are no request part.
+    private var inactive = false
+
+    func channelInactive(context: ChannelHandlerContext) {
+        inactive = true
+        context.fireChannelInactive()
+    }
+
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard !inactive else { return }
         let part = unwrapInboundIn(data)
         switch (state, part) {
         case (.idle, .head(let head)):
@@ -200,7 +210,17 @@ final class SOCKSProxyHandler: ChannelInboundHandler, RemovableChannelHandler {
 
     private static let none = SOCKSAddress.address(try! SocketAddress(ipAddress: "0.0.0.0", port: 0))
 
+    /// Set once the connection is closed: the handshake handler then hands
+    /// its buffered bytes on as it is removed, which are no SOCKS message.
+    private var inactive = false
+
+    func channelInactive(context: ChannelHandlerContext) {
+        inactive = true
+        context.fireChannelInactive()
+    }
+
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard !inactive else { return }
         switch unwrapInboundIn(data) {
         case .greeting(let greeting):
             guard greeting.methods.contains(.noneRequired) else {
