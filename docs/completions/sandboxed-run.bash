@@ -187,7 +187,7 @@ _sandboxed-run() {
 _sandboxed-run_run() {
     repeating_flags=()
     non_repeating_flags=(--best-effort --report --explain --supervise-metadata --review --version -h --help)
-    repeating_options=(--keep-fd --setenv --keep-env --grant)
+    repeating_options=(--keep-fd --setenv --keep-env --grant --allow-host --resolve)
     non_repeating_options=(--app --policy --on-stale --on-missing --chdir --denials --denials-limit --view --picker)
     __sandboxed-run_offer_flags_options -1
 
@@ -234,6 +234,12 @@ _sandboxed-run_run() {
         return
         ;;
     '--picker')
+        return
+        ;;
+    '--allow-host')
+        return
+        ;;
+    '--resolve')
         return
         ;;
     esac
