@@ -1,4 +1,4 @@
-// README.md:179, copied by scripts/doc-snippets: edit the doc, then run it.
+// README.md:184, copied by scripts/doc-snippets: edit the doc, then run it.
 // Compiled with the products AppSandbox, as a user's package that depends on them.
 import AppSandbox
 
