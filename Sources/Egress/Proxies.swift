@@ -130,7 +130,7 @@ final class HTTPProxyHandler: ChannelInboundHandler, RemovableChannelHandler {
         // Hop-by-hop headers stay here; Host comes from the URI.
         var headers = HTTPHeaders()
         let named = Set(head.headers["connection"].flatMap { $0.split(separator: ",") }.map {
-            $0.trimmingCharacters(in: .whitespaces).lowercased()
+            String($0.drop { $0 == " " || $0 == "\t" }.reversed().drop { $0 == " " || $0 == "\t" }.reversed()).lowercased()
         })
         let hopByHop: Set<String> = ["connection", "proxy-connection", "keep-alive", "proxy-authorization", "proxy-authenticate", "te",
                                      "trailer", "upgrade", "host"]
@@ -314,5 +314,4 @@ final class DNSStubHandler: ChannelInboundHandler {
     func errorCaught(context: ChannelHandlerContext, error: Error) {}  // a bad datagram is not the stub's end
 }
 
-import Foundation
 import SystemKit
