@@ -178,10 +178,22 @@ public final class EgressGateway: @unchecked Sendable {
 
     func report(_ refusal: EgressRefusal) { refused(refusal) }
 
-    /// Checks `destination` against the list, resolves it and connects: the
-    /// upstream channel with its relay side waiting to be paired.
+    /// A connected upstream and the relay side waiting in its pipeline for
+    /// the client's.
+    struct Connected: @unchecked Sendable {
+        let channel: Channel
+        let relay: RelaySide
+    }
+
+    /// Lookups at once: getaddrinfo blocks a pool thread each, and a command
+    /// asking for many names under a wildcard must not queue without end.
+    static let maxLookups = 8
+    private var lookups = 0
+
+    /// Checks `destination` against the list, resolves it and connects. The
+    /// upstream is the gateway's to close from here (stop, or `client` gone).
     func open(_ destination: Destination, route: EgressRefusal.Route, for client: Channel, upstreamHandlers: [ChannelHandler] = [])
-        -> EventLoopFuture<Channel>
+        -> EventLoopFuture<Connected>
     {
         guard let entry = plan.hosts.entry(for: destination) else {
             let reason = "is not an allowed host: allow it with --allow-host \(destination) or the policy key "
@@ -189,16 +201,28 @@ public final class EgressGateway: @unchecked Sendable {
             report(EgressRefusal(destination: destination.description, route: route, reason: reason))
             return loop.makeFailedFuture(Upstream.Failure(reason: "\(destination) " + reason, refused: true))
         }
+        guard lookups < Self.maxLookups else {
+            return loop.makeFailedFuture(Upstream.Failure(
+                reason: "\(Self.maxLookups) connections are being made at once: try again", refused: false))
+        }
+        lookups += 1
         let relay = RelaySide()
         nonisolated(unsafe) let extra = upstreamHandlers
         return Upstream.addresses(for: destination, entry: entry, on: loop, resolver: resolver)
+            .always { _ in self.lookups -= 1 }
             .flatMap { addresses in
                 Upstream.connect(addresses, port: destination.port, on: self.loop) { extra + [relay.handler] }
             }
-            .map { upstream in
-                relay.channel = upstream
-                self.pending[ObjectIdentifier(client)] = relay
-                return upstream
+            .flatMapThrowing { upstream in
+                let id = ObjectIdentifier(upstream)
+                self.open[id] = upstream
+                upstream.closeFuture.whenComplete { _ in self.open[id] = nil }
+                // The command gave up while the way out was made: nothing to relay.
+                guard client.isActive else {
+                    upstream.close(promise: nil)
+                    throw Upstream.Failure(reason: "the client left", refused: false)
+                }
+                return Connected(channel: upstream, relay: relay)
             }
             .flatMapErrorThrowing { error in
                 if let failure = error as? Upstream.Failure, failure.refused {
@@ -208,27 +232,14 @@ public final class EgressGateway: @unchecked Sendable {
             }
     }
 
-    /// Relay sides made by `open`, waiting for their client's side.
-    private var pending: [ObjectIdentifier: RelaySide] = [:]
-
     /// Joins `client` to its upstream: the server-name check, then the relay.
     /// `after`: the handler of `client`'s pipeline to add them behind (nil: first).
-    func splice(_ client: Channel, _ upstream: Channel, destination: Destination, after: ChannelHandler?, checkServerName: Bool = true) {
-        guard let relay = pending.removeValue(forKey: ObjectIdentifier(client)) else {
-            client.close(promise: nil)
-            upstream.close(promise: nil)
-            return
+    func splice(_ client: Channel, _ upstream: Connected, destination: Destination, after: ChannelHandler?, checkServerName: Bool = true) {
+        let check = !checkServerName ? [] : ServerNameCheck.handlers(for: destination, channel: client) { reason in
+            self.report(EgressRefusal(destination: destination.description, route: .serverName, reason: reason))
         }
-        let id = ObjectIdentifier(upstream)
-        open[id] = upstream
-        upstream.closeFuture.whenComplete { _ in self.open[id] = nil }
-        let check = !checkServerName ? [] : ServerNameCheck.handlers(for: destination, channel: client) { sent in
-            self.report(EgressRefusal(
-                destination: destination.description, route: .serverName,
-                reason: "the TLS ClientHello names \(sent), not \(destination.hostText): refused (a tunnel carries only the allowed host's TLS)"))
-        }
-        let handlers = check + [relay.partner]
         do {
+            let handlers = check + [upstream.relay.partner]
             if let after {
                 try client.pipeline.syncOperations.addHandlers(handlers, position: .after(after))
             } else {
@@ -236,7 +247,7 @@ public final class EgressGateway: @unchecked Sendable {
             }
         } catch {
             client.close(promise: nil)
-            upstream.close(promise: nil)
+            upstream.channel.close(promise: nil)
         }
     }
 
@@ -245,7 +256,7 @@ public final class EgressGateway: @unchecked Sendable {
         let outcome = DNSAnswer.answer(query, hosts: plan.hosts, names: &names)
         if let (name, type) = outcome.refused {
             report(EgressRefusal(
-                destination: Printable.message(name.isEmpty ? "." : name), route: .dns,
+                destination: name.isEmpty ? "." : name, route: .dns,
                 reason: (plan.hosts.resolves(name) ? "type \(type) is not answered (only A and AAAA of allowed names)"
                     : "is not an allowed host: only allowed names resolve in the sandbox")))
         }
@@ -257,7 +268,6 @@ public final class EgressGateway: @unchecked Sendable {
 final class RelaySide: @unchecked Sendable {
     let handler: RelayHandler
     let partner: RelayHandler
-    var channel: Channel?
     init() {
         (handler, partner) = RelayHandler.pair()
     }

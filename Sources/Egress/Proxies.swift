@@ -132,6 +132,12 @@ final class HTTPProxyHandler: ChannelInboundHandler, RemovableChannelHandler {
         let named = Set(head.headers["connection"].flatMap { $0.split(separator: ",") }.map {
             String($0.drop { $0 == " " || $0 == "\t" }.reversed().drop { $0 == " " || $0 == "\t" }.reversed()).lowercased()
         })
+        // Dropping a framing header the request was read by would send its
+        // body on unframed: the server would read it as another request.
+        guard named.isDisjoint(with: ["content-length", "transfer-encoding"]) else {
+            return respond(context: context, status: "400 Bad Request",
+                           reason: "Connection names Content-Length or Transfer-Encoding, which frame the request: not forwarded")
+        }
         let hopByHop: Set<String> = ["connection", "proxy-connection", "keep-alive", "proxy-authorization", "proxy-authenticate", "te",
                                      "trailer", "upgrade", "host"]
         for (name, value) in head.headers where !hopByHop.contains(name.lowercased()) && !named.contains(name.lowercased()) {
@@ -146,7 +152,8 @@ final class HTTPProxyHandler: ChannelInboundHandler, RemovableChannelHandler {
         try? channel.syncOptions?.setOption(.autoRead, value: false)
         gateway.open(destination, route: .httpForward, for: channel, upstreamHandlers: [HTTPRequestEncoder()]).assumeIsolated().whenComplete { result in
             switch result {
-            case .success(let upstream):
+            case .success(let connected):
+                let upstream = connected.channel
                 guard case .connecting(let buffered, _) = self.state else {
                     upstream.close(promise: nil)
                     return
@@ -164,7 +171,7 @@ final class HTTPProxyHandler: ChannelInboundHandler, RemovableChannelHandler {
                 }
                 upstream.flush()
                 // The answer comes back as the server's bytes, through the relay.
-                self.gateway.splice(channel, upstream, destination: destination, after: self, checkServerName: false)
+                self.gateway.splice(channel, connected, destination: destination, after: self, checkServerName: false)
                 self.established()
                 try? channel.syncOptions?.setOption(.autoRead, value: true)
             case .failure(let error):
@@ -252,7 +259,7 @@ final class SOCKSProxyHandler: ChannelInboundHandler, RemovableChannelHandler {
         switch request.addressType {
         case .domain(let name, let port):
             guard port > 0, port <= 65535, case .success(let host) = Destination.host(name) else {
-                gateway.report(EgressRefusal(destination: Printable.message(name), route: .socks, reason: "is not a host name"))
+                gateway.report(EgressRefusal(destination: String(name.prefix(255)), route: .socks, reason: "is not a host name"))
                 return reply(context, .addressUnsupported)
             }
             destination = Destination(host: host, port: UInt16(port))
@@ -273,13 +280,14 @@ final class SOCKSProxyHandler: ChannelInboundHandler, RemovableChannelHandler {
         gateway.open(destination, route: .socks, for: channel).assumeIsolated().whenComplete { result in
             switch result {
             case .success(let upstream):
-                let bound = upstream.localAddress.map { SOCKSAddress.address($0) } ?? Self.none
-                context.writeAndFlush(self.wrapOutboundOut(.response(SOCKSResponse(reply: .succeeded, boundAddress: bound))), promise: nil)
                 let pipeline = channel.pipeline.syncOperations
                 guard let handshake = try? pipeline.handler(type: SOCKSServerHandshakeHandler.self) else {
                     channel.close(promise: nil)
+                    upstream.channel.close(promise: nil)
                     return
                 }
+                let bound = upstream.channel.localAddress.map { SOCKSAddress.address($0) } ?? Self.none
+                context.writeAndFlush(self.wrapOutboundOut(.response(SOCKSResponse(reply: .succeeded, boundAddress: bound))), promise: nil)
                 self.gateway.splice(channel, upstream, destination: destination, after: self)
                 pipeline.removeHandler(self, promise: nil)
                 pipeline.removeHandler(handshake, promise: nil)

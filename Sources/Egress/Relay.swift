@@ -85,24 +85,30 @@ enum ServerNameCheck {
     }
 
     /// The handlers for a tunnel to `destination` on `channel`, in order;
-    /// `refused` runs with the name sent when the check closes the channel.
+    /// `refused` runs with the reason when the check closes the channel.
     static func handlers(for destination: Destination, channel: Channel, refused: @escaping (String) -> Void) -> [ChannelHandler] {
         let first = FirstByte()
         let check = SNIHandler { result in
             let loop = channel.eventLoop
-            let isHandshake = first.value == 0x16
+            let firstByte = first.value
             channel.pipeline.syncOperations.removeHandler(first, promise: nil)
+            let host = destination.hostText
             switch (result, destination.host) {
             case (.hostname(let sent), .name(let allowed)):
                 var name = sent.lowercased()
                 if name.hasSuffix(".") { name.removeLast() }
                 if name == allowed { return loop.makeSucceededVoidFuture() }
-                refused(Printable.message(sent))
+                refused("the TLS ClientHello names \(Printable.path(sent, limit: 255)), not \(host): a tunnel carries only the allowed host's TLS")
             case (.hostname(let sent), .address):
-                refused(Printable.message(sent))
+                refused("the TLS ClientHello names \(Printable.path(sent, limit: 255)), but the tunnel was allowed for the address \(host)")
             case (.fallback, .name):
-                if !isHandshake { return loop.makeSucceededVoidFuture() }
-                refused("a TLS ClientHello whose server name cannot be read (split across records?)")
+                // Bytes that are no TLS record (plain HTTP, SSH) go on; a TLS
+                // record whose server name cannot be read does not: a
+                // ClientHello split across records, or a record of another
+                // type sent ahead of it.
+                guard let firstByte, (0x14...0x18).contains(firstByte) else { return loop.makeSucceededVoidFuture() }
+                refused("a TLS record whose server name cannot be read (a ClientHello split across records, or another record first): "
+                    + "a tunnel to \(host) carries only a ClientHello naming it")
             case (.fallback, .address):
                 return loop.makeSucceededVoidFuture()
             }

@@ -385,7 +385,8 @@ extension ConfinementPlan {
                 let shadowed = namespaces.contains(.view) ? [] : own
                 if namespaces.contains(.view) { own.append("/tmp") }
                 if namespaces.contains(.pidAndMount) { supervisor.enterNamespace(of: keeper.pid, shadowed: shadowed, own: own) }
-                observer?.enterNamespace(privateMounts: own, view: namespaces.contains(.view))
+                observer?.enterNamespace(
+                    privateMounts: own, view: namespaces.contains(.view), ownFiles: egress != nil ? Array(Self.egressFiles.keys) : [])
                 LaunchPhases.mark("namespaces ready")
             case .failed(let stage, let error, let value):
                 keeper.abandon()

@@ -7,11 +7,21 @@ import SystemPackage
 /// How many connects wait on threads of their own; beyond the limit the
 /// command gets EAGAIN, so it cannot make the launcher start threads without end.
 final class WaitingConnects: Sendable {
+    /// Unix sockets: a few at once.
     static let limit = 16
+    /// TCP to the network proxy on the sandbox's loopback (an allowed-hosts
+    /// list): parallel downloaders open dozens at once, and a blocking
+    /// connect never answers EAGAIN; as many as the proxy takes connections.
+    static let internetLimit = 256
+    let limit: Int
     private let count = Atomic<Int>(0)
 
+    init(limit: Int = WaitingConnects.limit) {
+        self.limit = limit
+    }
+
     func enter() -> Bool {
-        if count.add(1, ordering: .relaxed).newValue <= Self.limit { return true }
+        if count.add(1, ordering: .relaxed).newValue <= limit { return true }
         count.subtract(1, ordering: .relaxed)
         return false
     }
@@ -149,6 +159,7 @@ final class MetadataSupervisor {
     private var network: InodeIdentity?
     /// Connects that may block, each on a thread of its own, answered from there.
     private let waitingConnects = WaitingConnects()
+    private let waitingInternetConnects = WaitingConnects(limit: WaitingConnects.internetLimit)
 
     /// The devices of the sandbox's own writable mounts (its /tmp and
     /// /dev/shm, tmpfs no host process has a path to): the only places a
@@ -206,7 +217,8 @@ final class MetadataSupervisor {
         }
         if internet {
             // In the sandbox's namespace: its own loopback, nothing beyond.
-            return try connecting(ConnectJob(socket: socket, address: address, keeping: nil), request: request, listener: listener)
+            return try connecting(
+                ConnectJob(socket: socket, address: address, keeping: nil), request: request, listener: listener, waiting: waitingInternetConnects)
         }
         let family = UInt16(address[0]) | UInt16(address[1]) << 8
         let path = address.dropFirst(2)
@@ -236,7 +248,10 @@ final class MetadataSupervisor {
     /// (the listener's backlog may be full, for as long as the command
     /// likes) on a thread of its own, which answers the request, so that the
     /// serving loop (the other calls, the terminal relay) goes on. Nil: answered there.
-    private func connecting(_ job: ConnectJob, request: csb_seccomp_notif, listener: OwnedDescriptor) throws(Errno) -> Int64? {
+    private func connecting(_ job: ConnectJob, request: csb_seccomp_notif, listener: OwnedDescriptor, waiting: WaitingConnects? = nil)
+        throws(Errno) -> Int64?
+    {
+        let waitingConnects = waiting ?? self.waitingConnects
         let flags = fcntl(job.socket.rawValue, F_GETFL)
         guard flags >= 0 else { throw Errno(rawValue: errno) }
         if flags & O_NONBLOCK != 0 {

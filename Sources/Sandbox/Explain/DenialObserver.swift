@@ -63,7 +63,9 @@ final class DenialObserver {
 
     /// Called once `paths` resolves in the command's namespace: the private
     /// /proc (read-only), /dev/shm and /tmp (read-write) have rules of their own.
-    func enterNamespace(privateMounts: [String], view: Bool = false) {
+    /// `ownFiles`: files of the launcher's making in the view (the network
+    /// by name's resolv.conf and hosts), readable by a rule of their own.
+    func enterNamespace(privateMounts: [String], view: Bool = false, ownFiles: [String] = []) {
         roots = ruleRoots
         viewDevices = []
         if view {
@@ -80,6 +82,12 @@ final class DenialObserver {
             // grants): no links or executables there unless the policy allows them.
             let rights = mount == "/tmp" ? ConfinementPlan.temporaryRights(policy: policy, refer: true) : policy.landlockAccess(for: rule)
             roots.append(Root(rule: rule, identity: found.status.inodeIdentity, isDirectory: true, rights: rights))
+        }
+        for file in ownFiles where view {
+            let start = CommandPaths.Start.path(base: nil, Array(file.utf8CString), follow: false)
+            guard let found = try? paths.resolve(start, caller: 0), found.status.isRegularFile else { continue }
+            let rule = PathRule(origin: .namespace, path: FilePath(file), descriptor: found.target, access: .readOnly)
+            roots.append(Root(rule: rule, identity: found.status.inodeIdentity, isDirectory: false, rights: policy.landlockAccess(for: rule)))
         }
         rulesByInode = Dictionary(grouping: roots, by: \.identity)
     }

@@ -1,5 +1,6 @@
 @preconcurrency import Glibc
 import CSyscalls
+import Synchronization
 import SystemPackage
 
 /// Collects the denials of one launch: prints each distinct one once on the
@@ -8,8 +9,11 @@ import SystemPackage
 /// whatever the command does: a hostile command can make millions of
 /// distinct denials, but the table holds `distinctLimit`, and the log
 /// `logLimit` records and `logBytes` bytes (one record that says it was
-/// cut and the closing record included), then counts only.
+/// cut and the closing record included), then counts only. Denials come
+/// from several threads at once (the supervisor's, the observer's, the
+/// network proxy's): one lock around its state.
 public final class DenialReporter: @unchecked Sendable {
+    private let lock = Mutex(())
     /// Where `--explain` prints (the launcher's stderr), or nil.
     let terminal: CInt?
     /// The `--denials` log, opened and checked by `DenialLog.open`.
@@ -26,10 +30,13 @@ public final class DenialReporter: @unchecked Sendable {
     /// The most the log may hold, in bytes.
     let logBytes: Int
 
-    public private(set) var total = 0
-    public private(set) var byOperation: [Denial.Operation: Int] = [:]
+    private var _total = 0
+    private var _byOperation: [Denial.Operation: Int] = [:]
+    private var _probes = 0
+    public var total: Int { lock.withLock { _ in _total } }
+    public var byOperation: [Denial.Operation: Int] { lock.withLock { _ in _byOperation } }
     /// How many of `total` were known probes (`Denial.probe`).
-    public private(set) var probes = 0
+    public var probes: Int { lock.withLock { _ in _probes } }
     /// Distinct denials and how often each happened, in first-seen order.
     private var seen: [Denial: Int] = [:]
     private var order: [Denial] = []
@@ -49,9 +56,13 @@ public final class DenialReporter: @unchecked Sendable {
     public var explains: Bool { terminal != nil || log != nil }
 
     public func record(_ denial: Denial) {
-        total += 1
-        byOperation[denial.operation, default: 0] += 1
-        if denial.probe != nil { probes += 1 }
+        lock.withLock { _ in recordLocked(denial) }
+    }
+
+    private func recordLocked(_ denial: Denial) {
+        _total += 1
+        _byOperation[denial.operation, default: 0] += 1
+        if denial.probe != nil { _probes += 1 }
         if let count = seen[denial] {
             seen[denial] = count + 1
         } else if seen.count < Self.distinctLimit {
@@ -84,7 +95,10 @@ public final class DenialReporter: @unchecked Sendable {
     static let operations: [Denial.Operation] = [.read, .write, .execute, .metadata, .syscall, .network, .rename, .link]
 
     /// "3 denials (2 reads, 1 write)", and how many were expected probes.
-    public var countText: String {
+    public var countText: String { lock.withLock { _ in countTextLocked } }
+
+    private var countTextLocked: String {
+        let total = _total, probes = _probes, byOperation = _byOperation
         let parts = Self.operations.compactMap { operation -> String? in
             guard let count = byOperation[operation], count > 0 else { return nil }
             let noun = operation == .network ? "network" : operation.rawValue
@@ -97,6 +111,11 @@ public final class DenialReporter: @unchecked Sendable {
     /// The closing line when the command failed after denials, nil otherwise;
     /// also writes the log's final record (always, when there is a log).
     public func finish(_ termination: Termination) -> String? {
+        lock.withLock { _ in finishLocked(termination) }
+    }
+
+    private func finishLocked(_ termination: Termination) -> String? {
+        let total = _total, probes = _probes, byOperation = _byOperation
         if let log, !logFailed {
             var fields: [(String, String)] = [("denials", String(total)), ("probes", String(probes)), ("type", JSONText.quote("end"))]
             for operation in Self.operations {
@@ -116,16 +135,16 @@ public final class DenialReporter: @unchecked Sendable {
         }
         if terminal != nil {
             let repeated = seen.values.reduce(0) { $0 + $1 - 1 }
-            var text = "\(how) after \(countText), \(order.count) distinct shown above"
+            var text = "\(how) after \(countTextLocked), \(order.count) distinct shown above"
             if repeated > 0 { text += " (\(repeated) repeats not shown)" }
             if unlisted > 0 { text += " (\(unlisted) more beyond \(Self.distinctLimit) distinct, counted only)" }
             return text
         }
-        return "\(how) after \(countText), not explained"
+        return "\(how) after \(countTextLocked), not explained"
     }
 
     /// The distinct denials seen, with their counts, in order.
-    public var distinct: [(Denial, Int)] { order.map { ($0, seen[$0] ?? 0) } }
+    public var distinct: [(Denial, Int)] { lock.withLock { _ in order.map { ($0, seen[$0] ?? 0) } } }
 
     @discardableResult
     static func write(_ text: String, to fd: CInt) -> Bool {
