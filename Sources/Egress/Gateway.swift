@@ -112,6 +112,8 @@ public final class EgressGateway: @unchecked Sendable {
             .serverChannelOption(.backlog, value: 128)
             .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
             .childChannelOption(.allowRemoteHalfClosure, value: true)
+            .childChannelOption(.recvAllocator, value: Relay.reads)
+            .childChannelOption(.writeBufferWaterMark, value: Relay.pending)
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture { try self.accepted(channel, kind: kind) }
             }

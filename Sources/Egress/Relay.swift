@@ -1,6 +1,14 @@
 import NIOCore
 import NIOTLS
 
+/// The relay's buffers: reads of up to 256 KiB (fewer system calls a
+/// megabyte), and at most 256 KiB waiting to be written on a side before it
+/// stops its partner's reads: 256 connections hold at most some 128 MiB.
+enum Relay {
+    static let reads = AdaptiveRecvByteBufferAllocator(minimum: 2_048, initial: 65_536, maximum: 262_144)
+    static let pending = ChannelOptions.Types.WriteBufferWaterMark(low: 131_072, high: 262_144)
+}
+
 /// One side of a tunnel: what one channel reads, its partner writes. A side
 /// reads only while its partner can write, so a peer that stops reading
 /// stops the other side instead of growing the launcher's memory.

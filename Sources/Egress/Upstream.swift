@@ -55,6 +55,8 @@ enum Upstream {
         return ClientBootstrap(group: loop)
             .channelOption(.tcpOption(.tcp_nodelay), value: 1)
             .channelOption(.allowRemoteHalfClosure, value: true)
+            .channelOption(.recvAllocator, value: Relay.reads)
+            .channelOption(.writeBufferWaterMark, value: Relay.pending)
             .connectTimeout(.seconds(10))
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandlers(handlers()) }
