@@ -137,3 +137,47 @@ import Testing
         #expect(Self.code(DNSAnswer.answer(Self.query("one-more.cdn.test"), hosts: Self.hosts, names: &names).reply) == 2)
     }
 }
+
+/// The stub's reader takes any bytes the command sends: random and mutated
+/// datagrams never trap, and every reply is a response echoing the query's id.
+@Suite struct DNSStubHostileBytesTests {
+    struct Seeded: RandomNumberGenerator {
+        var state: UInt64
+        mutating func next() -> UInt64 {
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+    }
+
+    @Test(arguments: [1, 2, 3] as [UInt64])
+    func randomAndMutatedQueriesGetAWellFormedReplyOrNone(seed: UInt64) {
+        var random = Seeded(state: seed)
+        var names = NameTable()
+        let seeds = [DNSStubTests.query("api.example.com"), DNSStubTests.query("x.cdn.test", type: 28), DNSStubTests.query("a.b.c", type: 16)]
+        var replies = 0
+        for round in 0..<30_000 {
+            var bytes: [UInt8]
+            if round % 2 == 0 {
+                bytes = seeds[Int(random.next() % 3)]
+                for _ in 0..<(1 + Int(random.next() % 6)) {
+                    let at = Int(random.next() % UInt64(bytes.count + 1))
+                    switch random.next() % 3 {
+                    case 0 where at < bytes.count: bytes[at] = UInt8(truncatingIfNeeded: random.next())
+                    case 1: bytes.insert(UInt8(truncatingIfNeeded: random.next()), at: at)
+                    default: if at < bytes.count { bytes.remove(at: at) }
+                    }
+                }
+            } else {
+                bytes = (0..<Int(random.next() % 80)).map { _ in UInt8(truncatingIfNeeded: random.next()) }
+            }
+            guard let reply = DNSAnswer.answer(bytes, hosts: DNSStubTests.hosts, names: &names).reply else { continue }
+            replies += 1
+            #expect(reply.count >= 12 && reply[0] == bytes[0] && reply[1] == bytes[1] && reply[2] & 0x80 != 0)
+            #expect(reply.count <= 12 + 260 + 16, "a reply is a header, the question and one record at most")
+        }
+        #expect(replies > 1_000)
+    }
+}
