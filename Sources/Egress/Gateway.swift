@@ -203,15 +203,22 @@ public final class EgressGateway: @unchecked Sendable {
             report(EgressRefusal(destination: destination.description, route: route, reason: reason))
             return loop.makeFailedFuture(Upstream.Failure(reason: "\(destination) " + reason, refused: true))
         }
-        guard lookups < Self.maxLookups else {
-            return loop.makeFailedFuture(Upstream.Failure(
-                reason: "\(Self.maxLookups) connections are being made at once: try again", refused: false))
+        // Only names take a lookup (an address is connected to as it is).
+        let looksUp: Bool
+        if case .name = destination.host {
+            guard lookups < Self.maxLookups else {
+                return loop.makeFailedFuture(Upstream.Failure(
+                    reason: "\(Self.maxLookups) names are being looked up at once: try again", refused: false))
+            }
+            lookups += 1
+            looksUp = true
+        } else {
+            looksUp = false
         }
-        lookups += 1
         let relay = RelaySide()
         nonisolated(unsafe) let extra = upstreamHandlers
         return Upstream.addresses(for: destination, entry: entry, on: loop, resolver: resolver)
-            .always { _ in self.lookups -= 1 }
+            .always { _ in if looksUp { self.lookups -= 1 } }
             .flatMap { addresses in
                 Upstream.connect(addresses, port: destination.port, on: self.loop) { extra + [relay.handler] }
             }
