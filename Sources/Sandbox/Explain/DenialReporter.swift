@@ -56,30 +56,35 @@ public final class DenialReporter: @unchecked Sendable {
     public var explains: Bool { terminal != nil || log != nil }
 
     public func record(_ denial: Denial) {
-        lock.withLock { _ in recordLocked(denial) }
+        // Written after the lock: a stderr nobody drains then blocks only the
+        // thread that has a line to print, not every thread that records.
+        let line = lock.withLock { _ in recordLocked(denial) }
+        if let line, let terminal { Self.write(line, to: terminal) }
     }
 
-    private func recordLocked(_ denial: Denial) {
+    /// The line `--explain` prints for it, if any.
+    private func recordLocked(_ denial: Denial) -> String? {
         _total += 1
         _byOperation[denial.operation, default: 0] += 1
         if denial.probe != nil { _probes += 1 }
+        var shown: String?
         if let count = seen[denial] {
             seen[denial] = count + 1
         } else if seen.count < Self.distinctLimit {
             seen[denial] = 1
             order.append(denial)
-            if let terminal { Self.write("sandboxed-run: \(denial.message)\n", to: terminal) }
+            if terminal != nil { shown = "sandboxed-run: \(denial.message)\n" }
         } else {
             unlisted += 1
         }
-        guard let log, !logFailed, !logCut else { return }
+        guard let log, !logFailed, !logCut else { return shown }
         let line = denial.json + "\n"
         let size = line.utf8.count
         if logged < Self.logLimit, loggedBytes + size + Self.closingBytes <= logBytes {
             logged += 1
             loggedBytes += size
             logFailed = !Self.write(line, to: log.rawValue)
-            return
+            return shown
         }
         // Said once; the command runs on, and its denials are still counted.
         logCut = true
@@ -90,6 +95,7 @@ public final class DenialReporter: @unchecked Sendable {
         ]) + "\n"
         loggedBytes += cut.utf8.count
         logFailed = !Self.write(cut, to: log.rawValue)
+        return shown
     }
 
     static let operations: [Denial.Operation] = [.read, .write, .execute, .metadata, .syscall, .network, .rename, .link]
