@@ -52,7 +52,8 @@ public final class EgressGateway: @unchecked Sendable {
     /// Touched on `loop` only.
     private var connections = 0
     private var names = NameTable()
-    private var open: [ObjectIdentifier: Channel] = [:]
+    /// Every connection and upstream still open, closed by `stop`.
+    private var live: [ObjectIdentifier: Channel] = [:]
 
     /// Starts serving `sockets` (the keeper's, one per `plan.listeners`, in
     /// order; the gateway owns them from here, closed on failure too).
@@ -93,8 +94,8 @@ public final class EgressGateway: @unchecked Sendable {
         let servers = self.servers
         try? loop.submit {
             servers.forEach { $0.close(promise: nil) }
-            self.open.values.forEach { $0.close(promise: nil) }
-            self.open.removeAll()
+            self.live.values.forEach { $0.close(promise: nil) }
+            self.live.removeAll()
         }.wait()
         try? group.syncShutdownGracefully()
     }
@@ -129,10 +130,10 @@ public final class EgressGateway: @unchecked Sendable {
         }
         connections += 1
         let id = ObjectIdentifier(channel)
-        open[id] = channel
+        live[id] = channel
         channel.closeFuture.whenComplete { _ in
             self.connections -= 1
-            self.open[id] = nil
+            self.live[id] = nil
         }
         let deadline = channel.eventLoop.scheduleTask(in: limits.handshakeTimeout) { channel.close(promise: nil) }
         let established: () -> Void = { deadline.cancel() }
@@ -224,8 +225,8 @@ public final class EgressGateway: @unchecked Sendable {
             }
             .flatMapThrowing { upstream in
                 let id = ObjectIdentifier(upstream)
-                self.open[id] = upstream
-                upstream.closeFuture.whenComplete { _ in self.open[id] = nil }
+                self.live[id] = upstream
+                upstream.closeFuture.whenComplete { _ in self.live[id] = nil }
                 // The command gave up while the way out was made: nothing to relay.
                 guard client.isActive else {
                     upstream.close(promise: nil)
