@@ -80,12 +80,10 @@ public struct AllowedHost: Hashable, Sendable, CustomStringConvertible {
     }
 
     private static func port(_ text: Substring, entry: String) throws(EgressError) -> UInt16 {
-        guard !text.isEmpty, text.count <= 5, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
-              let value = Int(text), value >= 1, value <= 65535
-        else {
+        guard let port = Destination.port(text) else {
             throw .invalidHost(entry: entry, "the port \"\(text)\" is not a number from 1 to 65535")
         }
-        return UInt16(value)
+        return port
     }
 
     /// Whether `name` (lowercase, no final dot) is a host name the proxy
