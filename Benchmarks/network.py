@@ -1,5 +1,5 @@
 """Measures for Benchmarks/network.sh: see there. argv: binary, scratch folder, rounds."""
-import http.server, socketserver, statistics, subprocess, sys, threading, time
+import http.server, os, socketserver, statistics, subprocess, sys, threading, time
 
 binary, root, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
 BULK = 256 << 20
@@ -18,6 +18,10 @@ server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
 server.daemon_threads = True
 port = server.server_address[1]
 threading.Thread(target=server.serve_forever, daemon=True).start()
+# The floor under any relay (relay-floor.py), a process of its own as the launcher is.
+floor = subprocess.Popen([sys.executable, os.path.join(os.path.dirname(__file__), "relay-floor.py"), str(port)],
+                         stdout=subprocess.PIPE, text=True)
+floor_port = int(floor.stdout.readline())
 
 REQUESTS = 200
 client = f"""
@@ -35,9 +39,11 @@ def get(path, proxy):
     s.close(); return n
 proxy = sys.argv[1] == "proxy"
 start = time.perf_counter()
-for _ in range({REQUESTS}): get("/small", proxy)
+for _ in range({REQUESTS} if sys.argv[1] != "floor" else 0): get("/small", proxy)
 small = (time.perf_counter() - start) / {REQUESTS}
-if proxy:
+if sys.argv[1] == "floor":
+    s = socket.create_connection(("127.0.0.1", {floor_port}))
+elif proxy:
     # bulk through a CONNECT tunnel
     s = socket.create_connection(("127.0.0.1", 3128)); s.sendall(b"CONNECT bench.test:{port} HTTP/1.1\\r\\n\\r\\n"); s.recv(4096)
 else:
@@ -61,7 +67,7 @@ def timed(options):
     start = time.perf_counter(); sandbox(options, ["/bin/true"]); return time.perf_counter() - start
 
 proxied = ["--allow-host", f"bench.test:{port}", "--resolve", "bench.test:127.0.0.1"]
-launch_plain, launch_hosts, small_proxy, small_direct, bulk_proxy, bulk_direct = [], [], [], [], [], []
+launch_plain, launch_hosts, small_proxy, small_direct, bulk_proxy, bulk_direct, bulk_floor = [], [], [], [], [], [], []
 for _ in range(3): timed([]); timed(proxied)  # warm
 for _ in range(rounds):
     launch_plain.append(timed([]))
@@ -70,6 +76,8 @@ for _ in range(rounds):
     small_proxy.append(a); bulk_proxy.append(b)
     a, b = map(float, sandbox(["--policy", "networked"], ["/usr/bin/python3", "-c", client, "direct"]).split())
     small_direct.append(a); bulk_direct.append(b)
+    bulk_floor.append(float(sandbox(["--policy", "networked"], ["/usr/bin/python3", "-c", client, "floor"]).split()[1]))
+floor.kill()
 
 m = statistics.median
 print(f"rounds {rounds}; loopback server; {REQUESTS} requests a round; bulk {BULK >> 20} MiB")
@@ -81,3 +89,6 @@ print(f"small request: direct {m(small_direct)*1e3:.3f} ms, through the proxy {m
 ratio = m(bulk_proxy) / m(bulk_direct)
 print(f"bulk: direct {m(bulk_direct)/1e6:.0f} MB/s, through a tunnel {m(bulk_proxy)/1e6:.0f} MB/s, "
       f"ratio {ratio:.3f} (target >= 0.9: {'met' if ratio >= 0.9 else 'missed'})")
+floor_ratio = m(bulk_floor) / m(bulk_direct)
+print(f"bulk through the floor relay (relay-floor.py: splice, no checks): {m(bulk_floor)/1e6:.0f} MB/s, "
+      f"ratio {floor_ratio:.3f} to direct; the launcher's tunnel reaches {m(bulk_proxy)/m(bulk_floor):.3f} of it")
