@@ -87,14 +87,32 @@ enum ServerNameCheck {
     /// What the first read began with: a TLS handshake record whose server
     /// name SNIHandler cannot read (a ClientHello split across records, which
     /// servers accept) is refused for a named host instead of passed on.
+    /// Bytes that begin no TLS record pass at once, the check removed:
+    /// SNIHandler would wait for a record's five-byte header, and a client
+    /// that sends less and waits for an answer would wait for ever.
     private final class FirstByte: ChannelInboundHandler, RemovableChannelHandler {
         typealias InboundIn = ByteBuffer
         var value: UInt8?
+        /// Weak: the check's closure holds this handler.
+        weak var check: (any RemovableChannelHandler)?
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-            if value == nil { value = unwrapInboundIn(data).getInteger(at: unwrapInboundIn(data).readerIndex) }
+            if value == nil, let first: UInt8 = unwrapInboundIn(data).getInteger(at: unwrapInboundIn(data).readerIndex) {
+                value = first
+                if !ServerNameCheck.recordTypes.contains(first), let check {
+                    // The check (next in line) leaves first, so that these bytes pass it.
+                    let pipeline = context.pipeline.syncOperations
+                    pipeline.removeHandler(check, promise: nil)
+                    context.fireChannelRead(data)
+                    pipeline.removeHandler(context: context, promise: nil)
+                    return
+                }
+            }
             context.fireChannelRead(data)
         }
     }
+
+    /// The first byte of a TLS record: change_cipher_spec, alert, handshake, application_data, heartbeat.
+    static let recordTypes: ClosedRange<UInt8> = 0x14...0x18
 
     /// The handlers for a tunnel to `destination` on `channel`, in order;
     /// `refused` runs with the reason when the check closes the channel.
@@ -118,7 +136,7 @@ enum ServerNameCheck {
                 // record whose server name cannot be read does not: a
                 // ClientHello split across records, or a record of another
                 // type sent ahead of it.
-                guard let firstByte, (0x14...0x18).contains(firstByte) else { return loop.makeSucceededVoidFuture() }
+                guard let firstByte, recordTypes.contains(firstByte) else { return loop.makeSucceededVoidFuture() }
                 refused("a TLS record whose server name cannot be read (a ClientHello split across records, or another record first): "
                     + "a tunnel to \(host) carries only a ClientHello naming it")
             case (.fallback, .address):
@@ -127,7 +145,9 @@ enum ServerNameCheck {
             channel.close(promise: nil)
             return loop.makeFailedFuture(ChannelError.ioOnClosedChannel)
         }
-        return [first, ByteToMessageHandler(check)]
+        let checking = ByteToMessageHandler(check)
+        first.check = checking
+        return [first, checking]
     }
 }
 
