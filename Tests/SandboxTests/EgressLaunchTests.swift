@@ -99,4 +99,19 @@ import Glibc
         }
         #expect(Self.proxyListeners() == 0)
     }
+
+    /// A command that cannot start in the view (a program on the host only)
+    /// fails the launch after the proxy was served: its sockets are closed
+    /// with the failed launch, not left listening in the launcher.
+    @Test func aLaunchThatFailsAfterItsProxyIsServedLeavesNoSocket() throws {
+        let scratch = Scratch()
+        let program = scratch.path + "/host-only"
+        #expect(FileManager.default.createFile(atPath: program, contents: Data("#!/bin/sh\nexit 0\n".utf8)))
+        #expect(chmod(program, 0o755) == 0)
+        #expect(Self.proxyListeners() == 0)
+        #expect(throws: (any Error).self) {
+            _ = try Run.confined([program], in: scratch, policy: try Self.policy(port: 9), configure: Self.request)
+        }
+        #expect(Self.proxyListeners() == 0, "the failed launch's proxy still listens")
+    }
 }

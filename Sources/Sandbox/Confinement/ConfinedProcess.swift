@@ -290,6 +290,9 @@ extension ConfinementPlan {
         var area: OwnedDescriptor?, areaView: OwnedDescriptor?
         var launchMounts: [(grants: [String], mount: OwnedDescriptor)] = []
         var egressSockets: [OwnedDescriptor?] = Array(repeating: nil, count: egress?.listeners.count ?? 0)
+        var gateway: EgressGateway?
+        var started = false
+        defer { if !started { gateway?.stop() } }  // a launch that fails after the proxy was served
         let revocable = privateView?.revocableBinds ?? []
         let supervisor = MetadataSupervisor(writableRoots: writableRoots, readableRoots: readableRoots)
         // The filter sends watches to it (`SyscallFilter.Options.superviseWatches`): each is recorded.
@@ -317,22 +320,10 @@ extension ConfinementPlan {
             switch message {
             case .running(let pid):
                 LaunchPhases.mark("command started")
-                var gateway: EgressGateway?
-                if let egress, namespaces.contains(.network) {
-                    // The sockets exist in the sandbox's namespace from here: served, or the command is ended.
-                    guard egressSockets.allSatisfy({ $0 != nil }) else {
-                        keeper.abandon()
-                        throw .setup(step: "receiving the network proxy's sockets", errno: .protocolError)
-                    }
-                    do {
-                        gateway = try EgressGateway(
-                            plan: egress, sockets: egressSockets.map { $0!.release() }, resolver: request.egressResolver ?? .system,
-                            refused: { [denials] refusal in denials.record(Denial(refusal)) })
-                    } catch {
-                        keeper.abandon()
-                        throw .setup(step: error.description, errno: .protocolError)
-                    }
-                    LaunchPhases.mark("network proxy served")
+                // The sockets exist in the sandbox's namespace: served, or the command is ended.
+                if egress != nil, namespaces.contains(.network), gateway == nil {
+                    keeper.abandon()
+                    throw .setup(step: "receiving the network proxy's sockets", errno: .protocolError)
                 }
                 let process = ConfinedProcess(
                     pid: pid, keeper: keeper, listener: listener, relay: relay, namespaces: namespaces, view: view, supervisor: supervisor,
@@ -341,6 +332,7 @@ extension ConfinementPlan {
                 // mounts; nil (nothing is attached or detached: answered
                 // `unavailable`) only when out of descriptors.
                 process.gateway = gateway
+                started = true
                 running.launchMounts = launchMounts
                 running.area = namespaces.contains(.view) && (area != nil && areaView != nil || !launchMounts.isEmpty)
                     ? LiveGrantArea(
@@ -357,11 +349,22 @@ extension ConfinementPlan {
             case .ptyMaster(let fd):
                 ptyMaster = fd
             case .egress(let index, let fd):
-                guard egressSockets.indices.contains(Int(index)), egressSockets[Int(index)] == nil else {
+                guard let egress, egressSockets.indices.contains(Int(index)), egressSockets[Int(index)] == nil else {
                     keeper.abandon()
                     throw .setup(step: "receiving the network proxy's sockets", errno: .protocolError)
                 }
                 egressSockets[Int(index)] = fd
+                // Served as soon as the last arrives, while the keeper goes on confining the command.
+                guard egressSockets.allSatisfy({ $0 != nil }) else { continue }
+                do {
+                    gateway = try EgressGateway(
+                        plan: egress, sockets: egressSockets.map { $0!.release() }, resolver: request.egressResolver ?? .system,
+                        refused: { [denials] refusal in denials.record(Denial(refusal)) })
+                } catch {
+                    keeper.abandon()
+                    throw .setup(step: error.description, errno: .protocolError)
+                }
+                LaunchPhases.mark("network proxy served")
             case .grantArea(let which, let fd):
                 if which == 0 { area = fd } else { areaView = fd }
             case .viewGrant(let step, let fd):
