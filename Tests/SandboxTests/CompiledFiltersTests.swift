@@ -18,7 +18,9 @@ import Testing
 
     /// Every option set a launch can ask for without --explain or a
     /// policy's extra syscalls; those are assembled at launch. AF_UNIX
-    /// sockets come only with the supervisor and without a network entitlement.
+    /// sockets come only with the supervisor, and with a network entitlement
+    /// only in the sandbox's own network (an allowed-hosts list, which
+    /// brings the client's).
     static var shipped: [SyscallFilter.Options] {
         var all: [SyscallFilter.Options] = []
         for client in [false, true] {
@@ -26,7 +28,7 @@ import Testing
                 for supervise in [false, true] {
                     for readOnly in [false, true] {
                         for native in [false, true] {
-                            for unix in [false, true] where !unix || (supervise && !client && !server) {
+                            for unix in [false, true] where !unix || (supervise && (client || !server)) {
                                 // Watches supervised apart from attribute reads only matters where those are native.
                                 for watches in [false, true] where !watches || (native && supervise) {
                                     all.append(.init(
