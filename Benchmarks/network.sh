@@ -4,7 +4,9 @@
 # allowed-hosts list against the same launch with no network; small HTTP
 # requests through the proxy (inside the sandbox) against the same requests
 # made directly (the `networked` policy, the host's network); and a bulk
-# download through a CONNECT tunnel against the same download made directly.
+# download through a CONNECT tunnel against the same download made directly
+# and through a floor relay (relay-floor.py: splice, no checks), the most a
+# proxy hop reaches on this machine.
 # Servers are on the host's loopback. Prints medians, ratios and the issue's
 # targets (met or missed); asserts nothing else.
 #   Benchmarks/network.sh [ROUNDS]     (default 11; SKIP_BUILD=1 uses the
